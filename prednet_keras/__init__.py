@@ -1,0 +1,30 @@
+"""prednet-keras: PredNet for Keras 3, and a controlled study of hardware effects on training.
+
+Importing this package imports Keras (and so the backend named by KERAS_BACKEND,
+TensorFlow by default) and registers the custom layers, so that
+`keras.saving.load_model` can open PredNet `.keras` files.
+"""
+
+__version__ = "0.1.0"
+
+from prednet_keras.layers import PredNet, PredNetCell, keras2_hard_sigmoid
+from prednet_keras.legacy import load_legacy_weights
+from prednet_keras.models import (
+    WeightedError,
+    build_prediction_model,
+    build_training_model,
+    find_prednet,
+    kitti_prednet_kwargs,
+)
+
+__all__ = [
+    "PredNet",
+    "PredNetCell",
+    "keras2_hard_sigmoid",
+    "load_legacy_weights",
+    "WeightedError",
+    "build_prediction_model",
+    "build_training_model",
+    "find_prednet",
+    "kitti_prednet_kwargs",
+]

@@ -1,0 +1,5 @@
+"""Recurrent layers, one file per model family."""
+
+from prednet_keras.layers.lotter import PredNet, PredNetCell, keras2_hard_sigmoid
+
+__all__ = ["PredNet", "PredNetCell", "keras2_hard_sigmoid"]

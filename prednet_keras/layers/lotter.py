@@ -1,0 +1,618 @@
+"""PredNet of Lotter, Kreiman & Cox (2016) as a Keras 3 recurrent layer.
+
+A faithful port of the authors' Keras 2 `prednet.py`: same constructor arguments
+and defaults, same state layout, same order of operations, same weights. The
+whole model is in this file and reads in the order of the paper's equations:
+
+    for each time step t
+      0. (extrapolation) from `extrap_start_time` on, the input frame is replaced
+         by the previous step's prediction
+      1. top-down, l = L-1 .. 0 : convolutional LSTM
+           x   = [r_l(t-1), e_l(t-1), up(r_{l+1}(t))]
+           i,f,o = hard_sigmoid(conv(x)),  c_l = f*c_l + i*tanh(conv_c(x)),
+           r_l = o * tanh(c_l)
+      2. bottom-up, l = 0 .. L-1 : prediction and error
+           ahat_l = relu(conv(r_l))            (ahat_0 is clipped at pixel_max)
+           e_l    = [relu(ahat_l - a_l), relu(a_l - ahat_l)]
+           a_l+1  = maxpool(relu(conv(e_l)))
+
+Only `keras.ops` is used, so the layer runs on the TensorFlow, JAX and PyTorch
+backends and compiles as one XLA program on TensorFlow and JAX.
+
+Deliberate differences from the Keras 2 code (numerically equivalent):
+- the four gate convolutions of a layer are evaluated as one convolution with
+  concatenated kernels (faster on every backend; the weights stay separate and
+  keep their original names `layer_{i,f,c,o}_{l}`);
+- the cell computes in channels_last. With `data_format="channels_first"` the
+  wrapper transposes inputs and image outputs, so users see channels_first
+  tensors; the states (`return_state`, `stateful`) are kept channels_last.
+- the extrapolation step counter is a per-sample state of shape (batch, 1)
+  rather than a scalar.
+"""
+
+import re
+
+import keras
+from keras import ops
+
+__all__ = ["PredNet", "PredNetCell", "keras2_hard_sigmoid"]
+
+_PACKAGE = "prednet_keras"
+# Conv types in the order the original creates (and sorts) its weights.
+CONV_TYPES = ("a", "ahat", "c", "f", "i", "o")
+_LAYER_OUTPUT_RE = re.compile(r"^(R|E|A|Ahat)(\d+)$")
+_DEFAULT_OUTPUT_MODES = ("prediction", "error", "all")
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+def keras2_hard_sigmoid(x):
+    """The hard sigmoid of Keras 1 and 2: `clip(0.2 * x + 0.5, 0, 1)`.
+
+    Keras 3's `keras.activations.hard_sigmoid` is `relu6(x + 3) / 6`, a
+    different slope; PredNet's gates were trained with this one.
+    """
+    return ops.clip(0.2 * x + 0.5, 0.0, 1.0)
+
+
+def get_activation(identifier):
+    """Resolves an activation the way the original layer did.
+
+    The string "hard_sigmoid" means Keras 2's hard sigmoid here, so that
+    configurations written for the original (where it is the default gate
+    activation) keep their meaning.
+    """
+    if identifier in ("hard_sigmoid", "keras2_hard_sigmoid"):
+        return keras2_hard_sigmoid
+    return keras.activations.get(identifier)
+
+
+def parse_output_mode(output_mode, nb_layers):
+    """Returns (layer type, layer number) for `R{l}`/`E{l}`/`A{l}`/`Ahat{l}`,
+    (None, None) for the whole-model modes; raises on anything else."""
+    if output_mode in _DEFAULT_OUTPUT_MODES:
+        return None, None
+    match = _LAYER_OUTPUT_RE.match(str(output_mode))
+    if match and int(match.group(2)) < nb_layers:
+        return match.group(1), int(match.group(2))
+    layer_modes = [f"{kind}{n}" for n in range(nb_layers) for kind in ("R", "E", "A", "Ahat")]
+    raise ValueError(
+        f"Unknown output_mode {output_mode!r}. Expected one of "
+        f"{list(_DEFAULT_OUTPUT_MODES) + layer_modes}."
+    )
+
+
+def _as_int_list(name, values):
+    try:
+        return [int(v) for v in values]
+    except TypeError:
+        raise ValueError(f"`{name}` must be a list of integers, got {values!r}.") from None
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class PredNetCell(keras.layers.Layer):
+    """One time step of PredNet (channels_last).
+
+    Use it through `PredNet`, which runs it over a sequence. Arguments are
+    those of `PredNet` (see there), without the recurrent-layer options.
+
+    The state is the list `r_0..r_{L-1}, c_0..c_{L-1}, e_0..e_{L-1}`, followed
+    by the previous frame prediction and a step counter when
+    `extrap_start_time` is set, the same order as the original.
+    """
+
+    def __init__(
+        self,
+        stack_sizes,
+        R_stack_sizes,
+        A_filt_sizes,
+        Ahat_filt_sizes,
+        R_filt_sizes,
+        pixel_max=1.0,
+        error_activation="relu",
+        A_activation="relu",
+        LSTM_activation="tanh",
+        LSTM_inner_activation="hard_sigmoid",
+        output_mode="error",
+        extrap_start_time=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.stack_sizes = _as_int_list("stack_sizes", stack_sizes)
+        self.nb_layers = len(self.stack_sizes)
+        self.R_stack_sizes = _as_int_list("R_stack_sizes", R_stack_sizes)
+        self.A_filt_sizes = [_kernel_size(k) for k in A_filt_sizes]
+        self.Ahat_filt_sizes = [_kernel_size(k) for k in Ahat_filt_sizes]
+        self.R_filt_sizes = [_kernel_size(k) for k in R_filt_sizes]
+        expected = {
+            "R_stack_sizes": (self.R_stack_sizes, self.nb_layers),
+            "A_filt_sizes": (self.A_filt_sizes, self.nb_layers - 1),
+            "Ahat_filt_sizes": (self.Ahat_filt_sizes, self.nb_layers),
+            "R_filt_sizes": (self.R_filt_sizes, self.nb_layers),
+        }
+        if self.nb_layers < 1:
+            raise ValueError("`stack_sizes` must name at least one layer.")
+        for name, (values, length) in expected.items():
+            if len(values) != length:
+                raise ValueError(
+                    f"len({name}) must be {length} for {self.nb_layers} layers "
+                    f"(stack_sizes={self.stack_sizes}), got {len(values)}."
+                )
+        self.pixel_max = float(pixel_max)
+        self.error_activation = error_activation
+        self.A_activation = A_activation
+        self.LSTM_activation = LSTM_activation
+        self.LSTM_inner_activation = LSTM_inner_activation
+        self._error_act = get_activation(error_activation)
+        self._a_act = get_activation(A_activation)
+        self._lstm_act = get_activation(LSTM_activation)
+        self._gate_act = get_activation(LSTM_inner_activation)
+        self.output_layer_type, self.output_layer_num = parse_output_mode(
+            output_mode, self.nb_layers
+        )
+        self.output_mode = output_mode
+        if extrap_start_time is not None:
+            extrap_start_time = int(extrap_start_time)
+            if extrap_start_time < 1:
+                raise ValueError(
+                    "`extrap_start_time` must be >= 1 (the first prediction needs one "
+                    f"real frame), got {extrap_start_time}."
+                )
+        self.extrap_start_time = extrap_start_time
+
+        state_size = list(self.R_stack_sizes) * 2 + [2 * s for s in self.stack_sizes]
+        if extrap_start_time is not None:
+            state_size += [self.stack_sizes[0], 1]
+        self.state_size = state_size
+        self.frame_shape = None  # (H, W), known at build
+
+    # ------------------------------------------------------------------ build
+    def build(self, input_shape):
+        if len(input_shape) != 4:
+            raise ValueError(
+                f"PredNetCell expects frames of shape (batch, H, W, C), got {input_shape}."
+            )
+        height, width, channels = input_shape[1:]
+        check_frame_size(height, width, self.nb_layers)
+        if channels is not None and channels != self.stack_sizes[0]:
+            raise ValueError(
+                f"Frames have {channels} channels but stack_sizes[0] is "
+                f"{self.stack_sizes[0]}: they must match."
+            )
+        self.frame_shape = (int(height), int(width))
+
+        # One Conv2D per (type, layer), created in the original's order so that
+        # `weights` lists them exactly as Keras 2 did. They are used for their
+        # variables only; `call` runs the convolutions itself.
+        self.convs = {kind: [] for kind in CONV_TYPES}
+        ordered = []
+        for kind in CONV_TYPES:
+            layers = range(self.nb_layers - 1) if kind == "a" else range(self.nb_layers)
+            for l in layers:
+                filters, kernel, in_channels = self._conv_geometry(kind, l)
+                conv = keras.layers.Conv2D(
+                    filters,
+                    kernel,
+                    padding="same",
+                    name=f"layer_{kind}_{l}",
+                    dtype=self.dtype_policy,
+                )
+                conv.build((None, None, None, in_channels))
+                self.convs[kind].append(conv)
+                ordered.append(conv)
+        self.conv_layers = ordered
+        self.built = True
+
+    def _conv_geometry(self, kind, l):
+        """(filters, kernel size, input channels) of conv `kind` at layer l."""
+        if kind == "a":
+            return self.stack_sizes[l + 1], self.A_filt_sizes[l], 2 * self.stack_sizes[l]
+        if kind == "ahat":
+            return self.stack_sizes[l], self.Ahat_filt_sizes[l], self.R_stack_sizes[l]
+        gate_in = self.R_stack_sizes[l] + 2 * self.stack_sizes[l]
+        if l < self.nb_layers - 1:
+            gate_in += self.R_stack_sizes[l + 1]
+        return self.R_stack_sizes[l], self.R_filt_sizes[l], gate_in
+
+    def get_initial_state(self, batch_size=None):
+        height, width = self.frame_shape
+        states = []
+        for l, channels in enumerate(self.R_stack_sizes * 2):
+            l = l % self.nb_layers
+            states.append(self._zeros(batch_size, height >> l, width >> l, channels))
+        for l, channels in enumerate(self.stack_sizes):
+            states.append(self._zeros(batch_size, height >> l, width >> l, 2 * channels))
+        if self.extrap_start_time is not None:
+            states.append(self._zeros(batch_size, height, width, self.stack_sizes[0]))
+            states.append(ops.zeros((batch_size, 1), dtype=self.compute_dtype))
+        return states
+
+    def _zeros(self, batch_size, height, width, channels):
+        return ops.zeros((batch_size, height, width, channels), dtype=self.compute_dtype)
+
+    # ------------------------------------------------------------------- step
+    def call(self, a, states, training=False):
+        L = self.nb_layers
+        r_tm1 = states[:L]
+        c_tm1 = states[L : 2 * L]
+        e_tm1 = states[2 * L : 3 * L]
+
+        if self.extrap_start_time is not None:
+            previous_prediction, t = states[3 * L], states[3 * L + 1]
+            extrapolating = ops.reshape(t >= self.extrap_start_time, (-1, 1, 1, 1))
+            a = ops.where(extrapolating, previous_prediction, a)
+
+        # 1. Top-down: the convolutional LSTM of each layer, highest first.
+        r = [None] * L
+        c = [None] * L
+        for l in reversed(range(L)):
+            inputs = [r_tm1[l], e_tm1[l]]
+            if l < L - 1:
+                inputs.append(_upsample2x(r[l + 1]))
+            x = ops.concatenate(inputs, axis=-1)
+            i, f, candidate, o = self._gates(x, l)
+            c[l] = f * c_tm1[l] + i * self._lstm_act(candidate)
+            r[l] = o * self._lstm_act(c[l])
+
+        # 2. Bottom-up: predictions, errors and the next layer's target.
+        e = [None] * L
+        output = None
+        for l in range(L):
+            ahat = ops.relu(self._conv("ahat", l, r[l]))
+            if l == 0:
+                ahat = ops.minimum(ahat, self.pixel_max)
+                frame_prediction = ahat
+            e[l] = ops.concatenate(
+                [self._error_act(ahat - a), self._error_act(a - ahat)], axis=-1
+            )
+            if self.output_layer_num == l:
+                output = {"A": a, "Ahat": ahat, "R": r[l], "E": e[l]}[self.output_layer_type]
+            if l < L - 1:
+                a = _maxpool2x2(self._a_act(self._conv("a", l, e[l])))
+
+        if output is None:
+            if self.output_mode == "prediction":
+                output = frame_prediction
+            else:
+                errors = ops.stack([ops.mean(e_l, axis=(1, 2, 3)) for e_l in e], axis=-1)
+                if self.output_mode == "error":
+                    output = errors
+                else:  # "all"
+                    flat = ops.reshape(frame_prediction, (ops.shape(frame_prediction)[0], -1))
+                    output = ops.concatenate([flat, errors], axis=-1)
+
+        new_states = r + c + e
+        if self.extrap_start_time is not None:
+            new_states += [frame_prediction, t + 1]
+        return output, new_states
+
+    def _conv(self, kind, l, x):
+        conv = self.convs[kind][l]
+        y = ops.conv(x, conv.kernel, strides=1, padding="same", data_format="channels_last")
+        return y + conv.bias
+
+    def _gates(self, x, l):
+        """i, f, candidate (pre-activation), o of layer l: one fused convolution."""
+        convs = [self.convs[kind][l] for kind in ("i", "f", "c", "o")]
+        kernel = ops.concatenate([conv.kernel for conv in convs], axis=-1)
+        bias = ops.concatenate([conv.bias for conv in convs], axis=-1)
+        z = ops.conv(x, kernel, strides=1, padding="same", data_format="channels_last") + bias
+        z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
+        return self._gate_act(z_i), self._gate_act(z_f), z_c, self._gate_act(z_o)
+
+    # ------------------------------------------------------------------ shapes
+    def output_shape_for(self, height, width):
+        """Per-step output shape (without batch) for frames of height x width."""
+        channels = self.stack_sizes[0]
+        if self.output_layer_type is not None:
+            l = self.output_layer_num
+            size = {
+                "R": self.R_stack_sizes[l],
+                "E": 2 * self.stack_sizes[l],
+                "A": self.stack_sizes[l],
+                "Ahat": self.stack_sizes[l],
+            }[self.output_layer_type]
+            return (_shrink(height, l), _shrink(width, l), size)
+        if self.output_mode == "prediction":
+            return (height, width, channels)
+        if self.output_mode == "error":
+            return (self.nb_layers,)
+        if height is None or width is None:
+            return (None,)
+        return (height * width * channels + self.nb_layers,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "stack_sizes": list(self.stack_sizes),
+                "R_stack_sizes": list(self.R_stack_sizes),
+                "A_filt_sizes": [list(k) for k in self.A_filt_sizes],
+                "Ahat_filt_sizes": [list(k) for k in self.Ahat_filt_sizes],
+                "R_filt_sizes": [list(k) for k in self.R_filt_sizes],
+                "pixel_max": self.pixel_max,
+                "error_activation": _serialize_activation(self.error_activation),
+                "A_activation": _serialize_activation(self.A_activation),
+                "LSTM_activation": _serialize_activation(self.LSTM_activation),
+                "LSTM_inner_activation": _serialize_activation(self.LSTM_inner_activation),
+                "output_mode": self.output_mode,
+                "extrap_start_time": self.extrap_start_time,
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class PredNet(keras.layers.RNN):
+    """PredNet (Lotter, Kreiman & Cox 2016): a predictive-coding recurrent layer.
+
+    Input: a batch of frame sequences, `(batch, time, H, W, C)` in
+    channels_last (`(batch, time, C, H, W)` with channels_first). H and W must
+    be divisible by 2**(L-1) where L = len(stack_sizes), and C must equal
+    `stack_sizes[0]`.
+
+    Args:
+        stack_sizes: channels of the targets A_l per layer; `stack_sizes[0]` is
+            the number of image channels.
+        R_stack_sizes: channels of the representation (LSTM) units R_l.
+        A_filt_sizes: kernel sizes of the A_l -> A_{l+1} convolutions (L-1).
+        Ahat_filt_sizes: kernel sizes of the R_l -> Ahat_l convolutions (L).
+        R_filt_sizes: kernel sizes of the LSTM gate convolutions (L).
+        pixel_max: upper clip of the frame prediction Ahat_0.
+        error_activation: activation of the two halves of E_l.
+        A_activation: activation of the A_l convolutions.
+        LSTM_activation: cell and output activation of the LSTM.
+        LSTM_inner_activation: gate activation; "hard_sigmoid" is the Keras 2
+            hard sigmoid `clip(0.2 x + 0.5, 0, 1)` as in the original.
+        output_mode: "error" (per-layer mean of E_l, shape (L,)),
+            "prediction" (the predicted frame), "all" (flattened prediction
+            followed by the L errors), or a layer output `R{l}`, `E{l}`, `A{l}`,
+            `Ahat{l}`.
+        extrap_start_time: from this time step on, the model is fed its own
+            previous prediction instead of the input frame (multi-step
+            prediction). None disables extrapolation.
+        data_format: "channels_last" (native) or "channels_first". Keras 2's
+            `dim_ordering` ("tf"/"th") is accepted for old configurations.
+        **kwargs: recurrent options of `keras.layers.RNN` (`return_sequences`,
+            `return_state`, `go_backwards`, `stateful`, `unroll`) and layer
+            options (`name`, `dtype`, `trainable`).
+
+    Example:
+
+    ```python
+    import numpy as np, keras, prednet_keras
+    layer = prednet_keras.PredNet(
+        stack_sizes=(3, 48, 96, 192), R_stack_sizes=(3, 48, 96, 192),
+        A_filt_sizes=(3, 3, 3), Ahat_filt_sizes=(3, 3, 3, 3),
+        R_filt_sizes=(3, 3, 3, 3), output_mode="prediction",
+        return_sequences=True)
+    frames = np.random.rand(2, 10, 128, 160, 3).astype("float32")
+    predictions = layer(frames)  # (2, 10, 128, 160, 3); step t predicts frame t
+    ```
+    """
+
+    def __init__(
+        self,
+        stack_sizes,
+        R_stack_sizes,
+        A_filt_sizes,
+        Ahat_filt_sizes,
+        R_filt_sizes,
+        pixel_max=1.0,
+        error_activation="relu",
+        A_activation="relu",
+        LSTM_activation="tanh",
+        LSTM_inner_activation="hard_sigmoid",
+        output_mode="error",
+        extrap_start_time=None,
+        data_format=None,
+        return_sequences=False,
+        return_state=False,
+        go_backwards=False,
+        stateful=False,
+        unroll=False,
+        **kwargs,
+    ):
+        data_format = _resolve_data_format(data_format, kwargs.pop("dim_ordering", None))
+        cell = PredNetCell(
+            stack_sizes,
+            R_stack_sizes,
+            A_filt_sizes,
+            Ahat_filt_sizes,
+            R_filt_sizes,
+            pixel_max=pixel_max,
+            error_activation=error_activation,
+            A_activation=A_activation,
+            LSTM_activation=LSTM_activation,
+            LSTM_inner_activation=LSTM_inner_activation,
+            output_mode=output_mode,
+            extrap_start_time=extrap_start_time,
+            name="pred_net_cell",
+            dtype=kwargs.get("dtype"),
+        )
+        super().__init__(
+            cell,
+            return_sequences=return_sequences,
+            return_state=return_state,
+            go_backwards=go_backwards,
+            stateful=stateful,
+            unroll=unroll,
+            **kwargs,
+        )
+        self.data_format = data_format
+        self.input_spec = keras.layers.InputSpec(ndim=5)
+
+    def _to_channels_last_shape(self, shape):
+        shape = tuple(shape)
+        if self.data_format == "channels_first":
+            return shape[:2] + shape[3:] + shape[2:3]
+        return shape
+
+    def build(self, sequences_shape, initial_state_shape=None):
+        shape = self._to_channels_last_shape(sequences_shape)
+        if len(shape) != 5:
+            raise ValueError(
+                f"PredNet expects input of shape (batch, time, H, W, C), got {tuple(sequences_shape)}."
+            )
+        super().build(shape, initial_state_shape)
+
+    def call(self, sequences, initial_state=None, mask=None, training=False):
+        if self.data_format == "channels_first":
+            sequences = ops.transpose(sequences, (0, 1, 3, 4, 2))
+        result = super().call(sequences, initial_state=initial_state, mask=mask, training=training)
+        if self.data_format != "channels_first":
+            return result
+        if self.return_state:
+            return (self._output_to_channels_first(result[0]), *result[1:])
+        return self._output_to_channels_first(result)
+
+    def _output_to_channels_first(self, output):
+        cell = self.cell
+        time_axes = 2 if self.return_sequences else 1
+        if len(output.shape) == time_axes + 3:  # an image: move channels to the front
+            perm = list(range(time_axes)) + [time_axes + 2, time_axes, time_axes + 1]
+            return ops.transpose(output, perm)
+        if cell.output_mode == "all":  # the flattened prediction is re-flattened as C, H, W
+            height, width = cell.frame_shape
+            channels = cell.stack_sizes[0]
+            lead = tuple(output.shape[:-1])
+            lead = tuple(ops.shape(output)[i] for i in range(len(lead)))
+            image = output[..., : height * width * channels]
+            image = ops.reshape(image, lead + (height, width, channels))
+            perm = list(range(len(lead))) + [len(lead) + 2, len(lead), len(lead) + 1]
+            image = ops.reshape(ops.transpose(image, perm), lead + (-1,))
+            return ops.concatenate([image, output[..., height * width * channels :]], axis=-1)
+        return output
+
+    def compute_output_shape(self, sequences_shape, initial_state_shape=None):
+        batch, steps, height, width, _ = self._to_channels_last_shape(sequences_shape)
+        step_shape = self.cell.output_shape_for(height, width)
+        if self.data_format == "channels_first" and len(step_shape) == 3:
+            step_shape = (step_shape[2], step_shape[0], step_shape[1])
+        output_shape = (batch, steps) + step_shape if self.return_sequences else (batch,) + step_shape
+        if not self.return_state:
+            return output_shape
+        state_shapes = []
+        cell = self.cell
+        L = cell.nb_layers
+        for index, channels in enumerate(cell.state_size):
+            if index == 3 * L + 1:
+                state_shapes.append((batch, 1))
+            else:
+                l = index % L if index < 3 * L else 0
+                state_shapes.append((batch, _shrink(height, l), _shrink(width, l), channels))
+        return (output_shape, *state_shapes)
+
+    def get_config(self):
+        config = self.cell.get_config()
+        for key in ("name", "trainable", "dtype"):
+            config.pop(key, None)
+        base = super().get_config()
+        base.pop("cell", None)
+        base.pop("zero_output_for_mask", None)
+        config.update(base)
+        config["data_format"] = self.data_format
+        return config
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        return cls(**config)
+
+
+_CELL_ATTRIBUTES = frozenset(
+    [
+        "stack_sizes",
+        "R_stack_sizes",
+        "A_filt_sizes",
+        "Ahat_filt_sizes",
+        "R_filt_sizes",
+        "nb_layers",
+        "pixel_max",
+        "error_activation",
+        "A_activation",
+        "LSTM_activation",
+        "LSTM_inner_activation",
+        "output_mode",
+        "extrap_start_time",
+        "output_layer_type",
+        "output_layer_num",
+    ]
+)
+
+
+
+
+def _cell_property(name):
+    return property(lambda self: getattr(self.cell, name), doc=f"The cell's `{name}`.")
+
+
+# `layer.stack_sizes`, `layer.output_mode`, ... read like the original layer's.
+for _name in _CELL_ATTRIBUTES:
+    setattr(PredNet, _name, _cell_property(_name))
+del _name
+
+
+def check_frame_size(height, width, nb_layers):
+    """Raises a clear error unless H and W are divisible by 2**(nb_layers-1)."""
+    factor = 2 ** (nb_layers - 1)
+    bad = [f"{n}={v}" for n, v in (("H", height), ("W", width)) if v is not None and v % factor]
+    if bad:
+        suggestion = ", ".join(
+            f"{n}={v - v % factor} or {v - v % factor + factor}"
+            for n, v in (("H", height), ("W", width))
+            if v is not None and v % factor
+        )
+        raise ValueError(
+            f"Frame size {height}x{width} (H x W) does not suit a {nb_layers}-layer PredNet: "
+            f"{', '.join(bad)} not divisible by 2**{nb_layers - 1} = {factor}, because each layer "
+            f"halves the frame. Resize or crop the frames (e.g. {suggestion})."
+        )
+
+
+def _resolve_data_format(data_format, dim_ordering):
+    if dim_ordering is not None:
+        legacy = {"tf": "channels_last", "th": "channels_first"}
+        if dim_ordering not in legacy:
+            raise ValueError(f"dim_ordering must be 'tf' or 'th', got {dim_ordering!r}.")
+        if data_format is not None and data_format != legacy[dim_ordering]:
+            raise ValueError(
+                f"data_format={data_format!r} contradicts dim_ordering={dim_ordering!r}."
+            )
+        data_format = legacy[dim_ordering]
+    if data_format is None:
+        data_format = keras.config.image_data_format()
+    if data_format not in ("channels_last", "channels_first"):
+        raise ValueError(
+            f"data_format must be 'channels_last' or 'channels_first', got {data_format!r}."
+        )
+    return data_format
+
+
+def _kernel_size(value):
+    if isinstance(value, int):
+        return (value, value)
+    try:
+        size = tuple(int(v) for v in value)
+    except TypeError:
+        raise ValueError(f"A filter size must be an int or a pair of ints, got {value!r}.") from None
+    if len(size) != 2:
+        raise ValueError(f"A filter size must be an int or a pair of ints, got {value!r}.")
+    return size
+
+
+def _serialize_activation(activation):
+    if isinstance(activation, str):
+        return activation
+    return keras.saving.serialize_keras_object(activation)
+
+
+def _shrink(size, l):
+    return None if size is None else size // 2**l
+
+
+def _upsample2x(x):
+    """Nearest-neighbour 2x upsampling of (batch, H, W, C)."""
+    return ops.repeat(ops.repeat(x, 2, axis=1), 2, axis=2)
+
+
+def _maxpool2x2(x):
+    return ops.max_pool(x, pool_size=2, strides=2, padding="valid", data_format="channels_last")

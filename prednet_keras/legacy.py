@@ -1,0 +1,182 @@
+"""Reading the authors' released Keras 2 files: model JSON and HDF5 weights.
+
+The released pair is `prednet_kitti_model.json` (Keras 2 `model.to_json()`)
+and `prednet_kitti_weights.hdf5` (a full-model save; weights under
+`model_weights/pred_net_1/pred_net_1/layer_{type}_{l}/kernel:0|bias:0`).
+Weights-only saves hold the same layer groups at the file root. Arrays are
+matched by their `layer_{type}_{l}/{kernel|bias}` names, never by position.
+"""
+
+import json
+import os
+import re
+
+import numpy as np
+
+__all__ = [
+    "LegacyFormatError",
+    "load_legacy_weights",
+    "read_legacy_arrays",
+    "prednet_config_from_json",
+]
+
+_WEIGHT_NAME = re.compile(r"(?:^|/)layer_(a|ahat|c|f|i|o)_(\d+)/(kernel|bias)(?::\d+)?$")
+# Keras 2 keys of a recurrent layer's config that Keras 3's PredNet does not take.
+_DROPPED_KEYS = {
+    "batch_input_shape",
+    "input_dim",
+    "input_length",
+    "implementation",
+    "trainable",
+    "name",
+    "dtype",
+    "weights",
+    "activity_regularizer",
+}
+
+
+class LegacyFormatError(ValueError):
+    """A file is not (or not a readable) Keras 2 PredNet file."""
+
+
+def read_legacy_arrays(path):
+    """Returns {"layer_{type}_{l}/{kernel|bias}": array} from a Keras 2 HDF5 file.
+
+    Accepts full-model files (`model_weights/` group) and weights-only files.
+    """
+    import h5py
+
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Weights file not found: {path}")
+    try:
+        handle = h5py.File(path, "r")
+    except OSError as error:
+        raise LegacyFormatError(f"{path} is not a readable HDF5 file ({error}).") from None
+    with handle:
+        backend = _attr_text(handle.attrs.get("backend"))
+        if backend == "theano":
+            raise LegacyFormatError(
+                f"{path} was saved with the Theano backend, whose convolution kernels are flipped; "
+                "use the authors' TensorFlow-backend weights (tensorflow_weights/)."
+            )
+        root = handle["model_weights"] if "model_weights" in handle else handle
+        arrays = {}
+        owners = set()
+
+        def visit(name, obj):
+            if not isinstance(obj, h5py.Dataset):
+                return
+            match = _WEIGHT_NAME.search(name)
+            if match is None:
+                return
+            key = f"layer_{match.group(1)}_{match.group(2)}/{match.group(3)}"
+            owner = name[: match.start()].split("/")[0]
+            owners.add(owner)
+            if key in arrays:
+                raise LegacyFormatError(
+                    f"{path} holds more than one array named {key} (layers {sorted(owners)}); "
+                    "it seems to contain several PredNet layers."
+                )
+            arrays[key] = np.asarray(obj[()])
+
+        root.visititems(visit)
+    if not arrays:
+        raise LegacyFormatError(
+            f"{path} does not hold a PredNet: no arrays named layer_{{a,ahat,c,f,i,o}}_{{l}}/kernel|bias."
+        )
+    return arrays
+
+
+def _attr_text(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def load_legacy_weights(target, path):
+    """Loads the authors' Keras 2 PredNet weights into a PredNet layer or a model holding one.
+
+    Args:
+        target: a built `PredNet` layer, or a model with exactly one.
+        path: a Keras 2 HDF5 file (full model or weights only), e.g.
+            `prednet_kitti_weights.hdf5`.
+
+    Returns:
+        The PredNet layer that received the weights.
+
+    Raises:
+        LegacyFormatError: the file is unreadable or holds no PredNet.
+        ValueError: the file's arrays do not match the layer (missing, extra,
+            or a different shape); nothing is assigned in that case.
+    """
+    from prednet_keras.models import find_prednet
+
+    layer = find_prednet(target)
+    if not layer.built:
+        raise ValueError("Build the PredNet layer (call it on an input) before loading weights into it.")
+    arrays = read_legacy_arrays(path)
+    expected = {}
+    for conv in layer.cell.conv_layers:
+        expected[f"{conv.name}/kernel"] = conv.kernel
+        expected[f"{conv.name}/bias"] = conv.bias
+    missing = sorted(set(expected) - set(arrays))
+    extra = sorted(set(arrays) - set(expected))
+    if missing or extra:
+        details = []
+        if missing:
+            details.append(f"missing in the file: {', '.join(missing)}")
+        if extra:
+            details.append(f"not in the layer: {', '.join(extra)}")
+        raise ValueError(
+            f"{path} does not match this PredNet ({layer.nb_layers} layers): " + "; ".join(details) + "."
+        )
+    mismatched = [
+        f"{key}: file {arrays[key].shape} vs layer {tuple(variable.shape)}"
+        for key, variable in expected.items()
+        if tuple(arrays[key].shape) != tuple(variable.shape)
+    ]
+    if mismatched:
+        raise ValueError(f"{path} has arrays of other shapes than this PredNet: " + "; ".join(mismatched))
+    for key, variable in expected.items():
+        variable.assign(arrays[key].astype(variable.dtype))
+    return layer
+
+
+def prednet_config_from_json(text, source="model JSON"):
+    """Reads a Keras 2 model JSON and returns (PredNet kwargs, input shape without batch).
+
+    Legacy keys are translated (`dim_ordering`) or dropped (Keras 2 recurrent
+    keys Keras 3 no longer has).
+    """
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise LegacyFormatError(f"{source} is not valid JSON ({error}).") from None
+    layers = _model_layers(document)
+    prednets = [layer for layer in layers if layer.get("class_name") == "PredNet"]
+    if len(prednets) != 1:
+        raise LegacyFormatError(f"{source} holds {len(prednets)} PredNet layers; expected exactly one.")
+    config = dict(prednets[0].get("config", {}))
+    input_shape = None
+    for layer in layers:
+        layer_config = layer.get("config", {})
+        shape = layer_config.get("batch_input_shape") or layer_config.get("batch_shape")
+        if shape is not None:
+            input_shape = tuple(shape[1:])
+            break
+    for key in _DROPPED_KEYS:
+        config.pop(key, None)
+    return config, input_shape
+
+
+def _model_layers(document):
+    if not isinstance(document, dict):
+        raise LegacyFormatError("The model JSON must be an object with 'class_name' and 'config'.")
+    if document.get("class_name") == "PredNet":
+        return [document]
+    config = document.get("config")
+    if isinstance(config, dict) and "layers" in config:
+        return config["layers"]
+    if isinstance(config, list):  # Keras 1 Sequential
+        return config
+    raise LegacyFormatError("The model JSON has no list of layers (config.layers).")

@@ -1,0 +1,224 @@
+"""Models built around the PredNet layer: the KITTI training model and the prediction model.
+
+The authors' `kitti_train.py` turned the per-layer errors into one number with
+two frozen Dense layers (layer weights, then time weights) and trained with MAE
+against zero targets. Here the same weighted sum is one small serializable
+layer, `WeightedError`: no Lambda layers, so `.keras` files load in safe mode.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from prednet_keras.layers.lotter import PredNet
+
+__all__ = [
+    "WeightedError",
+    "build_prediction_model",
+    "build_training_model",
+    "find_prednet",
+    "kitti_prednet_kwargs",
+    "layer_loss_weights_for",
+    "time_loss_weights_for",
+]
+
+
+def kitti_prednet_kwargs(**overrides):
+    """The constructor arguments of the authors' KITTI model (4 layers, 3x3 filters)."""
+    kwargs = dict(
+        stack_sizes=(3, 48, 96, 192),
+        R_stack_sizes=(3, 48, 96, 192),
+        A_filt_sizes=(3, 3, 3),
+        Ahat_filt_sizes=(3, 3, 3, 3),
+        R_filt_sizes=(3, 3, 3, 3),
+    )
+    kwargs.update(overrides)
+    return kwargs
+
+
+def layer_loss_weights_for(spec, nb_layers):
+    """Per-layer loss weights: "L_0" (only the pixel layer), "L_all" (1, then 0.1
+    for every higher layer), or an explicit sequence of nb_layers numbers."""
+    if isinstance(spec, str):
+        if spec == "L_0":
+            return [1.0] + [0.0] * (nb_layers - 1)
+        if spec == "L_all":
+            return [1.0] + [0.1] * (nb_layers - 1)
+        raise ValueError(f"layer_loss_weights must be 'L_0', 'L_all' or a list of numbers, got {spec!r}.")
+    weights = [float(w) for w in spec]
+    if len(weights) != nb_layers:
+        raise ValueError(
+            f"layer_loss_weights has {len(weights)} values but the model has {nb_layers} layers."
+        )
+    return weights
+
+
+def time_loss_weights_for(nt, spec=None):
+    """Per-step loss weights: by default 0 for the first step (nothing to predict
+    from yet) and 1/(nt-1) for every other step, as in kitti_train.py."""
+    if spec is not None:
+        weights = [float(w) for w in spec]
+        if len(weights) != nt:
+            raise ValueError(f"time_loss_weights has {len(weights)} values but nt is {nt}.")
+        return weights
+    if nt < 2:
+        raise ValueError(f"nt must be at least 2 (the first step is not scored), got {nt}.")
+    return [0.0] + [1.0 / (nt - 1)] * (nt - 1)
+
+
+@keras.saving.register_keras_serializable(package="prednet_keras")
+class WeightedError(keras.layers.Layer):
+    """Collapses PredNet errors (batch, time, layers) to (batch, 1):
+    `sum_t time_weights[t] * sum_l layer_weights[l] * errors[:, t, l]`.
+
+    Args:
+        layer_weights: one weight per PredNet layer.
+        time_weights: one weight per time step.
+    """
+
+    def __init__(self, layer_weights, time_weights, **kwargs):
+        super().__init__(**kwargs)
+        self.layer_weights = [float(w) for w in layer_weights]
+        self.time_weights = [float(w) for w in time_weights]
+
+    def build(self, input_shape):
+        if len(input_shape) != 3:
+            raise ValueError(f"WeightedError expects (batch, time, layers), got {input_shape}.")
+        _, steps, layers = input_shape
+        if layers is not None and layers != len(self.layer_weights):
+            raise ValueError(f"{len(self.layer_weights)} layer weights for {layers} layers.")
+        if steps is not None and steps != len(self.time_weights):
+            raise ValueError(f"{len(self.time_weights)} time weights for {steps} time steps.")
+
+    def call(self, errors):
+        layer_weights = ops.convert_to_tensor(self.layer_weights, dtype=errors.dtype)
+        time_weights = ops.convert_to_tensor(self.time_weights, dtype=errors.dtype)
+        per_step = ops.sum(errors * layer_weights, axis=-1)  # (batch, time)
+        return ops.sum(per_step * time_weights, axis=-1, keepdims=True)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], 1)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(layer_weights=self.layer_weights, time_weights=self.time_weights)
+        return config
+
+
+def build_training_model(
+    nt=10,
+    frame_shape=(128, 160, 3),
+    layer_loss_weights="L_0",
+    time_loss_weights=None,
+    prednet=None,
+    name="prednet_training",
+    **prednet_kwargs,
+):
+    """The training model of the KITTI recipe.
+
+    Input: sequences (batch, nt, H, W, C) (channels_last; give `frame_shape` in
+    the layer's data format). Output: the weighted error, (batch, 1); train it
+    with `loss="mean_absolute_error"` against zeros, as the original did.
+
+    Args:
+        nt: sequence length.
+        frame_shape: (H, W, C) of one frame.
+        layer_loss_weights: "L_0", "L_all" or one number per layer.
+        time_loss_weights: one number per step; default 0 for t=0, 1/(nt-1) after.
+        prednet: an existing PredNet layer to wrap (its weights are shared);
+            otherwise one is made from `prednet_kwargs` (default: the KITTI model).
+        **prednet_kwargs: PredNet arguments; output_mode is forced to "error"
+            and return_sequences to True.
+    """
+    if prednet is None:
+        kwargs = kitti_prednet_kwargs() if not prednet_kwargs else dict(prednet_kwargs)
+        kwargs.update(output_mode="error", return_sequences=True)
+        prednet = PredNet(**kwargs)
+    elif prednet.output_mode != "error" or not prednet.return_sequences:
+        raise ValueError("The training model needs a PredNet with output_mode='error' and return_sequences=True.")
+    inputs = keras.Input(shape=(nt,) + tuple(frame_shape), name="frames")
+    errors = prednet(inputs)
+    weighted = WeightedError(
+        layer_loss_weights_for(layer_loss_weights, prednet.nb_layers),
+        time_loss_weights_for(nt, time_loss_weights),
+        name="weighted_error",
+    )(errors)
+    return keras.Model(inputs, weighted, name=name)
+
+
+def find_prednet(model):
+    """The PredNet layer of a model (or the layer itself); errors if there is not exactly one."""
+    if isinstance(model, PredNet):
+        return model
+    found = [layer for layer in _walk_layers(model) if isinstance(layer, PredNet)]
+    if len(found) != 1:
+        raise ValueError(
+            f"Expected exactly one PredNet layer in {getattr(model, 'name', model)!r}, found {len(found)}."
+        )
+    return found[0]
+
+
+def _walk_layers(model):
+    for layer in getattr(model, "layers", []):
+        yield layer
+        if not isinstance(layer, PredNet):
+            yield from _walk_layers(layer)
+
+
+def build_prediction_model(source, nt=None, output_mode="prediction", extrap_start_time=None, frame_shape=None):
+    """A model that runs a trained PredNet in another output mode (default: frame predictions).
+
+    As in kitti_evaluate.py: a new PredNet with the same configuration and
+    weights, `return_sequences=True`, over `nt` steps.
+
+    Args:
+        source: a trained model holding one PredNet, or the layer itself.
+        nt: sequence length (default: the source model's).
+        output_mode: any PredNet output mode.
+        extrap_start_time: feed predictions back from this step on (None: off).
+        frame_shape: (H, W, C) in the layer's data format; default the source's.
+    """
+    layer = find_prednet(source)
+    if not layer.built:
+        raise ValueError("The PredNet layer has no weights yet (it was never built or trained).")
+    config = layer.get_config()
+    config.update(
+        output_mode=output_mode,
+        extrap_start_time=extrap_start_time,
+        return_sequences=True,
+        return_state=False,
+        stateful=False,
+    )
+    config.pop("name", None)
+    new_layer = PredNet(**config)
+    source_shape = _source_input_shape(source)
+    if frame_shape is None:
+        if source_shape is None:
+            raise ValueError("Give frame_shape: it cannot be read from the source.")
+        frame_shape = source_shape[2:]
+    if nt is None:
+        nt = source_shape[1] if source_shape is not None else None
+        if nt is None:
+            raise ValueError("Give nt: it cannot be read from the source.")
+    inputs = keras.Input(shape=(nt,) + tuple(frame_shape), name="frames")
+    outputs = new_layer(inputs)
+    new_layer.set_weights(layer.get_weights())
+    return keras.Model(inputs, outputs, name=f"prednet_{output_mode.lower()}")
+
+
+def _source_input_shape(source):
+    if isinstance(source, keras.Model) and source.inputs:
+        return tuple(source.inputs[0].shape)
+    layer = find_prednet(source)
+    cell = layer.cell
+    if cell.frame_shape is None:
+        return None
+    height, width = cell.frame_shape
+    channels = cell.stack_sizes[0]
+    frame = (channels, height, width) if layer.data_format == "channels_first" else (height, width, channels)
+    return (None, None) + frame
+
+
+def count_parameters(layer_or_model):
+    """Number of scalar weights (trainable and not)."""
+    return int(sum(np.prod(w.shape) for w in layer_or_model.weights))
