@@ -7,6 +7,12 @@ TensorFlow by default) and registers the custom layers, so that
 
 __version__ = "0.1.0"
 
+from prednet_keras import _backend_choice
+
+# Before Keras is imported: a machine without TensorFlow (the GPU machine) falls
+# back to an installed backend instead of failing on Keras' default.
+_backend_choice.choose_default_backend()
+
 from prednet_keras.layers import PredNet, PredNetCell, keras2_hard_sigmoid
 from prednet_keras.legacy import load_legacy_weights
 from prednet_keras.models import (

@@ -1,0 +1,1 @@
+"""Click commands, one module per console script: parse, call the library, print."""
