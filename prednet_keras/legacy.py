@@ -17,6 +17,7 @@ __all__ = [
     "LegacyFormatError",
     "load_legacy_weights",
     "read_legacy_arrays",
+    "import_legacy_model",
     "prednet_config_from_json",
 ]
 
@@ -32,6 +33,7 @@ _DROPPED_KEYS = {
     "dtype",
     "weights",
     "activity_regularizer",
+    "consume_less",
 }
 
 
@@ -180,3 +182,45 @@ def _model_layers(document):
     if isinstance(config, list):  # Keras 1 Sequential
         return config
     raise LegacyFormatError("The model JSON has no list of layers (config.layers).")
+
+
+def import_legacy_model(model_json, weights_h5, output_mode="prediction", nt=None, extrap_start_time=None):
+    """Builds a Keras 3 model from the authors' Keras 2 JSON + HDF5 pair.
+
+    Args:
+        model_json: path of the Keras 2 model JSON (e.g. prednet_kitti_model.json).
+        weights_h5: path of the weights (e.g. prednet_kitti_weights.hdf5).
+        output_mode: PredNet output mode of the new model; None keeps the JSON's.
+        nt: sequence length; None keeps the JSON's input length.
+        extrap_start_time: feed predictions back from this step on (None: off).
+
+    Returns:
+        A `keras.Model` (input `(nt, H, W, C)`, a PredNet with return_sequences=True)
+        holding the released weights.
+    """
+    import keras
+
+    from prednet_keras.layers.lotter import PredNet
+
+    if not os.path.exists(model_json):
+        raise FileNotFoundError(2, "Model JSON not found", model_json)
+    if not os.path.exists(weights_h5):
+        raise FileNotFoundError(2, "Weights file not found", weights_h5)
+    with open(model_json, encoding="utf-8") as handle:
+        config, input_shape = prednet_config_from_json(handle.read(), source=model_json)
+    if input_shape is None or len(input_shape) != 4:
+        raise LegacyFormatError(f"{model_json} gives no 4-d input shape (time, rows, cols, channels).")
+    if output_mode is not None:
+        config["output_mode"] = output_mode
+    if extrap_start_time is not None:
+        config["extrap_start_time"] = extrap_start_time
+    config.update(return_sequences=True, return_state=False, stateful=False)
+    try:
+        layer = PredNet(**config)
+    except TypeError as error:
+        raise LegacyFormatError(f"{model_json}: the PredNet config has an argument Keras 3 cannot take ({error}).") from None
+    steps = nt if nt is not None else input_shape[0]
+    inputs = keras.Input(shape=(steps,) + tuple(input_shape[1:]), name="frames")
+    model = keras.Model(inputs, layer(inputs), name="prednet")
+    load_legacy_weights(layer, weights_h5)
+    return model

@@ -1,0 +1,51 @@
+"""Writing and reading model files safely: no truncated files, clear errors for bad ones."""
+
+import os
+import tempfile
+import zipfile
+
+import keras
+
+__all__ = ["ModelFileError", "load_model", "save_model_atomically"]
+
+
+class ModelFileError(ValueError):
+    """A model file is missing, not a .keras file, or corrupted."""
+
+
+def save_model_atomically(model, path):
+    """Saves `model` to `path` (.keras) through a temporary file in the same folder,
+    so an interruption never leaves a truncated file and an old file survives
+    until the new one is complete."""
+    path = os.fspath(path)
+    if not path.endswith(".keras"):
+        raise ValueError(f"A model file must end in .keras, got {path}.")
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".keras", dir=folder)
+    os.close(handle)
+    try:
+        model.save(temporary)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def load_model(path, compile=True):
+    """`keras.saving.load_model` with errors that name the file and the problem."""
+    import prednet_keras  # noqa: F401  (registers the custom layers)
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(2, "Model file not found", path)
+    if os.path.isdir(path):
+        raise ModelFileError(f"{path} is a folder, not a .keras model file.")
+    if not zipfile.is_zipfile(path):
+        raise ModelFileError(f"{path} is not a Keras 3 .keras file (not a zip archive; truncated or corrupted?).")
+    try:
+        return keras.saving.load_model(path, compile=compile)
+    except (zipfile.BadZipFile, KeyError, OSError, EOFError) as error:
+        raise ModelFileError(f"{path} could not be read as a Keras model ({error}).") from None
+    except (TypeError, ValueError) as error:
+        raise ModelFileError(f"{path} could not be loaded: {' '.join(str(error).split())[:500]}") from None
