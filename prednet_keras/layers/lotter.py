@@ -610,8 +610,14 @@ def _shrink(size, l):
 
 
 def _upsample2x(x):
-    """Nearest-neighbour 2x upsampling of (batch, H, W, C)."""
-    return ops.repeat(ops.repeat(x, 2, axis=1), 2, axis=2)
+    """Nearest-neighbour 2x upsampling of (batch, H, W, C).
+
+    Built from stack + reshape rather than `ops.repeat`: TensorFlow's gradient
+    of repeat needs run-time shapes, which XLA (jit_compile) cannot compile.
+    """
+    _, height, width, channels = x.shape
+    x = ops.reshape(ops.stack([x, x], axis=3), (-1, height, 2 * width, channels))
+    return ops.reshape(ops.stack([x, x], axis=2), (-1, 2 * height, 2 * width, channels))
 
 
 def _maxpool2x2(x):
