@@ -1,0 +1,437 @@
+"""The project's dataset file and its in-memory counterpart.
+
+A dataset file is HDF5 with:
+
+    /frames    uint8 (N, H, W, C), one chunk per frame (a sequence read touches
+               exactly its own frames); uncompressed by default, because
+               streaming gzip chunks decodes only ~1,000 frames/s per core
+               (uncompressed: ~10,000); gzip suits small sets, which
+               open_dataset reads into memory once
+    /sources   (N,) UTF-8 strings: the source (clip, drive, scene) of each frame
+    attrs      format = "prednet-keras-frames", format_version = 1,
+               provenance = JSON text (inputs, their hashes, size, mode,
+               scene cuts, the command, the time)
+
+Any HDF5 reader can open it; h5py streams frames from disk, so a file larger
+than memory (KITTI's training set is ~2.5 GB of uint8) never needs a float copy.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from prednet_keras.data.errors import DataError
+
+FORMAT = "prednet-keras-frames"
+FORMAT_VERSION = 1
+COMPRESSIONS = ("gzip", "lzf", "none")
+# Below this many bytes of frames, open_dataset reads everything into memory:
+# numpy slicing is many times faster than one HDF5 read per sequence.
+DEFAULT_MEMORY_LIMIT = 1 << 30
+
+
+class FrameDataset:
+    """Frames, the source of each frame, and where they came from.
+
+    Args:
+        frames: (N, H, W, C) uint8 array, or an h5py dataset of that shape
+            (frames are then read from disk as needed). (N, H, W) arrays get
+            a channel axis.
+        sources: (N,) per-frame source ids (strings or ints). Sequences never
+            cross from one source to another. None: all frames one source.
+        provenance: a JSON-serialisable dict describing the origin.
+        path: the file the frames live in, if any.
+    """
+
+    def __init__(self, frames, sources=None, provenance=None, *, path=None, _file=None):
+        where = str(path) if path is not None else "frames"
+        if not isinstance(frames, h5py.Dataset):
+            frames = np.asarray(frames)
+            if frames.ndim == 3:
+                frames = frames[..., np.newaxis]
+        if len(frames.shape) != 4:
+            raise DataError(f"{where}: frames must be (N, H, W, C), got shape {tuple(frames.shape)}")
+        if frames.dtype != np.uint8:
+            raise DataError(f"{where}: frames must be uint8, got {frames.dtype}")
+        count = frames.shape[0]
+        if sources is None:
+            sources = np.zeros(count, dtype=np.int64)
+        else:
+            sources = np.asarray(sources)
+            if sources.ndim != 1 or len(sources) != count:
+                raise DataError(
+                    f"{where}: {len(sources) if sources.ndim == 1 else sources.shape} source ids "
+                    f"for {count} frames (need one per frame)"
+                )
+        self.frames = frames
+        self.sources = sources
+        self.provenance = dict(provenance or {})
+        self.path = None if path is None else Path(path)
+        self._file = _file
+        self._run_ids = None
+
+    def __len__(self):
+        return int(self.frames.shape[0])
+
+    @property
+    def frame_shape(self):
+        """(H, W, C) of one frame."""
+        return tuple(int(d) for d in self.frames.shape[1:])
+
+    @property
+    def in_memory(self):
+        """True when frames are a numpy array rather than read from disk."""
+        return isinstance(self.frames, np.ndarray)
+
+    @property
+    def nbytes(self):
+        """Size of all frames in bytes."""
+        return int(np.prod(self.frames.shape, dtype=np.int64))
+
+    def run_ids(self):
+        """Index of the run of equal consecutive source ids each frame belongs to.
+
+        Two frames can share a sequence only when they share a run: a source
+        id that reappears after another source's frames starts a new run.
+        """
+        if self._run_ids is None:
+            changes = np.zeros(len(self), dtype=np.int64)
+            if len(self) > 1:
+                changes[1:] = self.sources[1:] != self.sources[:-1]
+            self._run_ids = np.cumsum(changes)
+        return self._run_ids
+
+    def source_runs(self):
+        """List of (source, start, stop) for each run of frames from one source."""
+        ids = self.run_ids()
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(self) else np.array([], int)
+        stops = np.r_[starts[1:], len(self)]
+        return [(self.sources[a].item(), int(a), int(b)) for a, b in zip(starts, stops)]
+
+    def load(self):
+        """This dataset with all frames in memory (self if they already are)."""
+        if self.in_memory:
+            return self
+        return FrameDataset(self.frames[()], self.sources, self.provenance, path=self.path)
+
+    def select(self, index):
+        """An in-memory dataset of some frames.
+
+        Args:
+            index: a boolean mask, an array of frame indices, or a slice.
+
+        Returns:
+            A FrameDataset holding copies of the chosen frames and their sources.
+        """
+        if isinstance(index, slice):
+            index = np.arange(len(self))[index]
+        index = np.asarray(index)
+        if index.dtype == bool:
+            index = np.flatnonzero(index)
+        if self.in_memory:
+            frames = self.frames[index]
+        else:
+            frames = np.stack([self.frames[int(i)] for i in index]) if len(index) else (
+                np.zeros((0,) + self.frame_shape, np.uint8)
+            )
+        return FrameDataset(frames, self.sources[index], self.provenance, path=self.path)
+
+    def close(self):
+        """Closes the file behind a disk-backed dataset (no-op otherwise)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __getstate__(self):
+        # h5py objects cannot be pickled; worker processes reopen the file.
+        state = dict(self.__dict__)
+        if not self.in_memory:
+            state["frames"] = ("h5", str(self.path), self.frames.name)
+            state["_file"] = None
+        return state
+
+    def __setstate__(self, state):
+        frames = state["frames"]
+        if isinstance(frames, tuple) and len(frames) == 3 and frames[0] == "h5":
+            handle = h5py.File(frames[1], "r")
+            state["frames"], state["_file"] = handle[frames[2]], handle
+        self.__dict__.update(state)
+
+    def __repr__(self):
+        where = f", path={str(self.path)!r}" if self.path is not None else ""
+        storage = "memory" if self.in_memory else "disk"
+        return (
+            f"FrameDataset({len(self)} frames of {self.frame_shape}, "
+            f"{len(self.source_runs())} source runs, {storage}{where})"
+        )
+
+
+def _decode_strings(values):
+    values = np.asarray(values)
+    if values.dtype.kind in ("S", "O"):
+        values = np.array(
+            [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in values.tolist()],
+            dtype=str,
+        )
+    return values
+
+
+def is_dataset_file(path):
+    """True when `path` is an HDF5 file in the project's dataset format."""
+    try:
+        with h5py.File(path, "r") as handle:
+            return handle.attrs.get("format") == FORMAT
+    except (OSError, ValueError):
+        return False
+
+
+def open_dataset(path, in_memory=None, memory_limit=DEFAULT_MEMORY_LIMIT):
+    """Opens a dataset file written by prepare().
+
+    Args:
+        path: the .h5 file.
+        in_memory: True reads all frames into memory, False streams them
+            from disk, None (default) reads them into memory when they take
+            at most `memory_limit` bytes.
+        memory_limit: see in_memory.
+
+    Returns:
+        A FrameDataset. Close it (or use it in a `with`) when it streams.
+
+    Raises:
+        DataError: missing file, not HDF5, or not this project's format.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such file")
+    try:
+        handle = h5py.File(path, "r")
+    except OSError as exc:
+        raise DataError(f"{path}: not a readable HDF5 file ({exc})") from None
+    try:
+        if handle.attrs.get("format") != FORMAT:
+            raise DataError(
+                f"{path}: an HDF5 file, but not a prednet-keras dataset (no format="
+                f"{FORMAT!r} attribute); read it with load_frames() or convert it with "
+                "`prednet-data prepare`"
+            )
+        version = int(handle.attrs.get("format_version", 0))
+        if version > FORMAT_VERSION:
+            raise DataError(
+                f"{path}: dataset format version {version} is newer than this "
+                f"prednet-keras reads ({FORMAT_VERSION}); upgrade prednet-keras"
+            )
+        if "frames" not in handle or "sources" not in handle:
+            raise DataError(f"{path}: dataset file without 'frames' or 'sources' (damaged?)")
+        frames = handle["frames"]
+        sources = _decode_strings(handle["sources"][()])
+        try:
+            provenance = json.loads(handle.attrs.get("provenance", "{}"))
+        except ValueError:
+            provenance = {"unreadable_provenance": str(handle.attrs.get("provenance"))}
+        dataset = FrameDataset(frames, sources, provenance, path=path, _file=handle)
+        nbytes = dataset.nbytes
+        if in_memory or (in_memory is None and nbytes <= memory_limit):
+            loaded = FrameDataset(frames[()], sources, provenance, path=path)
+            handle.close()
+            return loaded
+        return dataset
+    except Exception:
+        if handle.id.valid:
+            handle.close()
+        raise
+
+
+def _compression_kwargs(compression):
+    if compression in (None, "none"):
+        return {}
+    if compression == "gzip":
+        return {"compression": "gzip", "compression_opts": 4}
+    if compression == "lzf":
+        return {"compression": "lzf"}
+    raise DataError(f"compression {compression!r} is not one of {', '.join(COMPRESSIONS)}")
+
+
+def temp_path_for(output):
+    """The temporary file an output is written to before it is moved into place."""
+    output = Path(output)
+    return output.with_name(f".{output.name}.{os.getpid()}.tmp")
+
+
+def check_output(output, overwrite):
+    """Fails early, before any work, when `output` cannot be written.
+
+    Args:
+        output: the destination path.
+        overwrite: whether an existing file may be replaced.
+    """
+    output = Path(output)
+    if output.exists() and not overwrite:
+        raise DataError(f"{output}: already exists; not overwritten (pass overwrite=True / --overwrite)")
+    if output.is_dir():
+        raise DataError(f"{output}: is a folder, not a file name")
+    if not output.parent.is_dir():
+        raise DataError(f"{output.parent}: output folder does not exist")
+
+
+def commit(temp, output, overwrite):
+    """Moves a finished temp file into place atomically.
+
+    Without overwrite, a hard link makes "create only if absent" atomic, so a
+    file that appeared while we worked is still not replaced.
+    """
+    temp, output = Path(temp), Path(output)
+    if overwrite:
+        os.replace(temp, output)
+        return
+    try:
+        os.link(temp, output)
+    except FileExistsError:
+        temp.unlink()
+        raise DataError(f"{output}: already exists; not overwritten") from None
+    except OSError:
+        # No hard links on this file system: the check and the move are two steps.
+        if output.exists():
+            temp.unlink()
+            raise DataError(f"{output}: already exists; not overwritten") from None
+        os.replace(temp, output)
+    else:
+        temp.unlink()
+
+
+class DatasetWriter:
+    """Writes a dataset file frame by frame, then moves it into place.
+
+    Use as a context manager: on an exception the temp file is removed and
+    nothing at `output` is touched.
+
+    Args:
+        output: the destination path.
+        overwrite: replace an existing file.
+        compression: "none" (default), "gzip" or "lzf".
+    """
+
+    def __init__(self, output, overwrite=False, compression="none"):
+        self.output = Path(output)
+        self.overwrite = overwrite
+        self._compression = _compression_kwargs(compression)
+        self.compression = compression or "none"
+        check_output(self.output, overwrite)
+        self.temp = temp_path_for(self.output)
+        self._handle = None
+        self._frames = None
+        self._count = 0
+
+    def __enter__(self):
+        self._handle = h5py.File(self.temp, "w")
+        return self
+
+    def append(self, frame, where=None):
+        """Adds one (H, W, C) uint8 frame.
+
+        Args:
+            frame: the frame.
+            where: the file it came from, for error messages.
+        """
+        if self._frames is None:
+            self._frames = self._handle.create_dataset(
+                "frames",
+                shape=(0,) + frame.shape,
+                maxshape=(None,) + frame.shape,
+                dtype=np.uint8,
+                chunks=(1,) + frame.shape,
+                **self._compression,
+            )
+        if frame.shape != self._frames.shape[1:]:
+            raise DataError(
+                f"{where or f'frame {self._count}'}: frame is "
+                f"{frame.shape[0]}x{frame.shape[1]}x{frame.shape[2]}, "
+                f"earlier frames {'x'.join(map(str, self._frames.shape[1:]))}: mixed sizes "
+                "(give a size to resize them all)"
+            )
+        if self._count == self._frames.shape[0]:
+            self._frames.resize(self._count + 256, axis=0)
+        self._frames[self._count] = frame
+        self._count += 1
+
+    def finish(self, sources, provenance):
+        """Writes the sources and provenance; the file moves into place on exit."""
+        if self._count == 0:
+            raise DataError(f"{self.output}: no frames to write")
+        self._frames.resize(self._count, axis=0)
+        sources = np.asarray([str(s) for s in np.asarray(sources).tolist()], dtype=object)
+        if len(sources) != self._count:
+            raise DataError(f"{len(sources)} source ids for {self._count} frames")
+        self._handle.create_dataset("sources", data=sources, dtype=h5py.string_dtype())
+        self._handle.attrs["format"] = FORMAT
+        self._handle.attrs["format_version"] = FORMAT_VERSION
+        self._handle.attrs["provenance"] = json.dumps(provenance, sort_keys=True)
+        self._finished = True
+
+    def __exit__(self, exc_type, exc, tb):
+        self._handle.close()
+        if exc_type is not None or not getattr(self, "_finished", False):
+            self.temp.unlink(missing_ok=True)
+            return False
+        commit(self.temp, self.output, self.overwrite)
+        return False
+
+
+def write_dataset(output, dataset, overwrite=False, compression="none", provenance=None):
+    """Writes a FrameDataset (or frames) to a dataset file, atomically.
+
+    Args:
+        output: the destination path.
+        dataset: a FrameDataset.
+        overwrite: replace an existing file.
+        compression: "none" (default), "gzip" or "lzf".
+        provenance: dict to store; defaults to the dataset's own.
+
+    Returns:
+        The output path.
+    """
+    with DatasetWriter(output, overwrite, compression) as writer:
+        for i in range(len(dataset)):
+            writer.append(np.asarray(dataset.frames[i]))
+        writer.finish(dataset.sources, dataset.provenance if provenance is None else provenance)
+    return Path(output)
+
+
+def describe(dataset):
+    """A summary of a dataset, for `prednet-data info` and logs.
+
+    Args:
+        dataset: a FrameDataset or a path to a dataset file.
+
+    Returns:
+        A dict: frames, frame_shape, sources (per-source frame counts, in
+        order), and for files: path, bytes, compression, provenance.
+    """
+    if not isinstance(dataset, FrameDataset):
+        with open_dataset(dataset, in_memory=False) as opened:
+            return describe(opened)
+    info = {
+        "frames": len(dataset),
+        "frame_shape": list(dataset.frame_shape),
+        "source_runs": [
+            {"source": str(source), "start": start, "frames": stop - start}
+            for source, start, stop in dataset.source_runs()
+        ],
+        "provenance": dataset.provenance,
+    }
+    if dataset.path is not None:
+        info["path"] = str(dataset.path)
+        if dataset.path.exists():
+            info["bytes"] = dataset.path.stat().st_size
+    if not dataset.in_memory:
+        info["compression"] = dataset.frames.compression or "none"
+    return info

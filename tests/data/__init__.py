@@ -1,0 +1,1 @@
+"""Tests of the data layer (prednet_keras.data, prednet-data)."""

@@ -1,0 +1,58 @@
+"""The embedded real-video splits: what data/README.md says they are."""
+
+import numpy as np
+import pytest
+
+from prednet_keras.data import DataError, SequenceGenerator, embedded, embedded_dataset, open_dataset
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return {split: open_dataset(embedded_dataset(split)) for split in ("train", "val", "test")}
+
+
+def test_split_contents(splits):
+    runs = {split: [(s, b - a) for s, a, b in data.source_runs()] for split, data in splits.items()}
+    assert runs["train"] == [
+        ("bikes.mp4#scene0", 30),
+        ("bikes.mp4#scene1", 46),
+        ("bikes.mp4#scene2", 61),
+        ("bikes.mp4#scene4", 55),
+        ("bikes.mp4#scene5", 8),
+    ]
+    assert runs["val"] == [("bikes.mp4#scene3", 50)]
+    assert runs["test"] == [("carphone_pristine.mp4", 120)]
+    for data in splits.values():
+        assert data.frame_shape == (128, 160, 3) and data.frames.dtype == np.uint8
+
+
+def test_test_clip_is_held_out(splits):
+    train_inputs = {i["sha256"] for i in splits["train"].provenance["inputs"]}
+    test_inputs = {i["sha256"] for i in splits["test"].provenance["inputs"]}
+    assert not train_inputs & test_inputs
+    assert not set(splits["train"].sources) & set(splits["val"].sources)
+
+
+def test_frames_are_real_video(splits):
+    frames = splits["train"].frames.astype(np.float32)
+    # Consecutive frames within a scene are close; the whole set is not flat.
+    within = np.abs(frames[1:30] - frames[:29]).mean()
+    assert 1 < within < 20
+    assert frames.std() > 30
+
+
+def test_sequence_counts(splits):
+    assert SequenceGenerator(splits["train"], nt=10).N_sequences == 21 + 37 + 52 + 46
+    assert SequenceGenerator(splits["val"], nt=10).N_sequences == 41
+    assert SequenceGenerator(splits["test"], nt=10, sequence_start_mode="unique").N_sequences == 12
+
+
+def test_missing_data_folder_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv(embedded.ENV_VAR, str(tmp_path))
+    with pytest.raises(DataError, match="video_train.h5: embedded file missing"):
+        embedded_dataset("train")
+    monkeypatch.setenv(embedded.ENV_VAR, str(tmp_path / "nowhere"))
+    with pytest.raises(DataError, match="does not exist"):
+        embedded_dataset("test")
+    with pytest.raises(DataError, match="split 'dev'"):
+        embedded_dataset("dev")
