@@ -13,6 +13,7 @@ from prednet_keras import _backend_choice
 # back to an installed backend instead of failing on Keras' default.
 _backend_choice.choose_default_backend()
 
+from prednet_keras.data import DataError, SequenceGenerator, load_frames, load_mnist
 from prednet_keras.layers import PredNet, PredNetCell, keras2_hard_sigmoid
 from prednet_keras.legacy import load_legacy_weights
 from prednet_keras.models import (
@@ -24,6 +25,10 @@ from prednet_keras.models import (
 )
 
 __all__ = [
+    "DataError",
+    "SequenceGenerator",
+    "load_frames",
+    "load_mnist",
     "PredNet",
     "PredNetCell",
     "keras2_hard_sigmoid",
