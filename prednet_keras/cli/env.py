@@ -1,0 +1,221 @@
+"""`prednet-env`: the environment fingerprint and the effective run settings.
+
+The settings are applied in a child process (a process can be configured only
+once, before its framework starts), which reports what is in force; this command
+prints requested vs effective next to the fingerprint.
+"""
+
+import json
+import os
+import sys
+import tempfile
+
+import click
+
+from prednet_keras import runtime
+
+# The settings shown side by side, in this order.
+_SETTINGS = (
+    ("backend", "backend"),
+    ("device", "device"),
+    ("threads", "threads"),
+    ("interop_threads", "interop_threads"),
+    ("deterministic", "deterministic"),
+    ("cudnn", "cudnn"),
+    ("tf32", "tf32"),
+    ("onednn", "onednn"),
+    ("xla", "jit_compile"),
+)
+
+
+def _default_backend():
+    from prednet_keras import _backend_choice
+
+    return os.environ.get("KERAS_BACKEND") or _backend_choice.configured_backend() or "tensorflow"
+
+
+def probe(config, timeout=600):
+    """Configures a child process for `config` and returns its report.
+
+    Args:
+        config: a RuntimeConfig.
+        timeout: seconds to wait for the child.
+
+    Returns:
+        dict with requested, effective and fingerprint.
+
+    Raises:
+        runtime.RuntimeSetupError: the child refused the configuration (the
+            message says why) or failed.
+    """
+    with tempfile.TemporaryDirectory(prefix="prednet-env-") as scratch:
+        result_path = os.path.join(scratch, "result.json")
+        try:
+            completed = runtime.run_child(
+                config, ["-m", "prednet_keras.cli.env", "--child", result_path],
+                capture_output=True, text=True, timeout=timeout,
+            )
+        except ValueError as error:  # environment_for: a GPU index out of range
+            raise runtime.RuntimeSetupError(str(error)) from None
+        except Exception as error:
+            raise runtime.RuntimeSetupError(f"The configured child process did not finish: {error}") from None
+        if not os.path.exists(result_path):
+            tail = "\n".join((completed.stderr or completed.stdout or "").strip().splitlines()[-15:])
+            raise runtime.RuntimeSetupError(
+                f"The configured child process failed (exit {completed.returncode}):\n{tail}"
+            )
+        with open(result_path) as handle:
+            result = json.load(handle)
+    if not result.get("ok"):
+        raise runtime.RuntimeSetupError(result.get("error", "unknown error"))
+    return result
+
+
+def _child(result_path):
+    """Runs inside the configured child: configure from the environment, report."""
+    try:
+        config, effective = runtime.configure_from_environment()
+        result = {
+            "ok": True,
+            "requested": config.to_dict(),
+            "effective": effective,
+            "fingerprint": runtime.fingerprint(),
+        }
+    except runtime.RuntimeSetupError as error:
+        result = {"ok": False, "error": str(error)}
+    except Exception as error:  # reported, not hidden: the parent shows it
+        result = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+    with open(result_path, "w") as handle:
+        json.dump(result, handle, default=str)
+
+
+def _show(value, none="default"):
+    if value is None:
+        return none
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def _status(name, requested, effective):
+    if effective == runtime.NOT_AVAILABLE:
+        return "[yellow]not available[/]"
+    if requested is None:
+        return "[dim]default[/]"
+    if effective is None:
+        # No such setting in force here (cuDNN on a CPU run of TensorFlow or JAX).
+        return "[dim]n/a[/]"
+    if name == "device":
+        return "[green]ok[/]" if str(requested).split(":")[0] == effective else "[red]differs[/]"
+    return "[green]ok[/]" if requested == effective else "[red]differs[/]"
+
+
+def _flatten(prefix, value, rows):
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), inner, rows)
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        for index, inner in enumerate(value):
+            _flatten(f"{prefix}[{index}]", inner, rows)
+    else:
+        rows.append((prefix, ", ".join(map(str, value)) if isinstance(value, list) else str(value)))
+
+
+def _print_report(result):
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    requested, effective = result["requested"], result["effective"]
+    settings = Table(title="Run settings: requested vs effective")
+    for column in ("setting", "requested", "effective", "status"):
+        settings.add_column(column)
+    for name, key in _SETTINGS:
+        wanted = requested.get(name)
+        if name == "interop_threads" and wanted is None and requested["backend"] != "jax":
+            wanted = requested.get("threads")
+        actual = effective.get(key)
+        settings.add_row(name, _show(wanted), _show(actual, none="n/a"), _status(name, wanted, actual))
+    console.print(settings)
+    for field, reason in effective.get("not_available", {}).items():
+        console.print(f"[yellow]{field}[/]: {reason}")
+
+    details = Table(title="Read back from the backend")
+    details.add_column("key")
+    details.add_column("value", overflow="fold")
+    shown = {key for _, key in _SETTINGS} | {"not_available", "environment"}
+    rows = []
+    _flatten("", {k: v for k, v in effective.items() if k not in shown}, rows)
+    for key, value in rows:
+        details.add_row(key, value)
+    console.print(details)
+
+    machine = Table(title="Environment fingerprint")
+    machine.add_column("key")
+    machine.add_column("value", overflow="fold")
+    rows = []
+    _flatten("", result["fingerprint"], rows)
+    for key, value in rows:
+        machine.add_row(key, value)
+    console.print(machine)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--backend", type=click.Choice(runtime.BACKENDS), default=None,
+              help="Keras backend (default: KERAS_BACKEND, keras.json, else the first installed).")
+@click.option("--device", default="cpu", show_default=True, help="cpu, gpu or gpu:N.")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="CPU compute threads (TensorFlow intra-op, torch, JAX by CPU affinity).")
+@click.option("--interop-threads", type=click.IntRange(min=1), default=None,
+              help="TensorFlow inter-op / torch interop threads (default: same as --threads).")
+@click.option("--deterministic/--no-deterministic", default=False, show_default=True,
+              help="Deterministic kernels.")
+@click.option("--cudnn/--no-cudnn", default=True, show_default=True,
+              help="cuDNN on or off (off exists only on torch).")
+@click.option("--tf32/--no-tf32", default=None, help="TF32 on NVIDIA GPUs (default: the backend's).")
+@click.option("--onednn/--no-onednn", default=None,
+              help="oneDNN CPU kernels, TensorFlow and torch (default: the backend's).")
+@click.option("--xla/--no-xla", default=None, help="Keras jit_compile (default: Keras' choice).")
+@click.option("--strict/--no-strict", default=True, show_default=True,
+              help="Unsupported settings are errors (strict) or recorded as 'not available'.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+@click.option("--child", "child_result", default=None, hidden=True)
+def main(backend, device, threads, interop_threads, deterministic, cudnn, tf32, onednn, xla,
+         strict, as_json, child_result):
+    """Print the environment fingerprint and the settings a run would get.
+
+    The settings are applied in a fresh child process exactly as a training run
+    applies them, then read back from the backend; the command fails if a setting
+    is unsupported (with --strict) or did not take effect.
+    """
+    if child_result:
+        _child(child_result)
+        return
+    try:
+        config = runtime.RuntimeConfig(
+            backend=backend or _default_backend(), device=device, threads=threads,
+            interop_threads=interop_threads, deterministic=deterministic, cudnn=cudnn,
+            tf32=tf32, onednn=onednn, xla=xla, strict=strict,
+        )
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    # Known-unsupported settings fail here, without starting a framework.
+    problems = runtime.unsupported_settings(config)
+    if problems and config.strict:
+        raise click.ClickException(runtime.unsupported_message(config, problems))
+    try:
+        result = probe(config)
+    except runtime.RuntimeSetupError as error:
+        raise click.ClickException(str(error)) from None
+    if as_json:
+        click.echo(json.dumps(result, indent=2, default=str))
+    else:
+        _print_report(result)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        # The parent's option parsing already happened; skip Click here.
+        _child(sys.argv[2])
+    else:
+        main()
