@@ -7,7 +7,13 @@ TensorFlow by default) and registers the custom layers, so that
 
 __version__ = "0.1.0"
 
+import os
+
 from prednet_keras import _backend_choice
+
+# TensorFlow's C++ start-up INFO lines (oneDNN, CPU features) drown the commands'
+# output; warnings and errors still show. A user's own setting wins.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 # Before Keras is imported: a machine without TensorFlow (the GPU machine) falls
 # back to an installed backend instead of failing on Keras' default.

@@ -8,10 +8,12 @@ import sys
 FALLBACK_ORDER = ("tensorflow", "jax", "torch")
 
 
-def configured_backend():
-    """The backend named by KERAS_BACKEND or ~/.keras/keras.json, or None."""
-    if os.environ.get("KERAS_BACKEND"):
-        return os.environ["KERAS_BACKEND"]
+def _installed(name):
+    return importlib.util.find_spec(name) is not None
+
+
+def keras_json_backend():
+    """The backend named in Keras' config file (~/.keras/keras.json), or None."""
     keras_home = os.environ.get("KERAS_HOME", os.path.join(os.path.expanduser("~"), ".keras"))
     try:
         with open(os.path.join(keras_home, "keras.json")) as handle:
@@ -21,13 +23,21 @@ def configured_backend():
 
 
 def choose_default_backend():
-    """Sets KERAS_BACKEND to the first installed of tensorflow, jax, torch when
-    nothing is configured and Keras is not imported yet. TensorFlow stays the
-    default wherever it is installed."""
-    if "keras" in sys.modules or configured_backend():
+    """Sets KERAS_BACKEND when the user did not, and Keras would otherwise ask
+    for a backend that is not installed.
+
+    KERAS_BACKEND, when set, is always respected. Keras writes keras.json with
+    "tensorflow" the first time it runs on a machine, whatever backend it ran
+    with; on a machine without TensorFlow that file must not decide. TensorFlow
+    stays the default wherever it is installed.
+    """
+    if "keras" in sys.modules or os.environ.get("KERAS_BACKEND"):
+        return
+    configured = keras_json_backend()
+    if configured and (configured not in FALLBACK_ORDER or _installed(configured)):
         return
     for name in FALLBACK_ORDER:
-        if importlib.util.find_spec(name) is not None:
-            if name != "tensorflow":
+        if _installed(name):
+            if name != (configured or "tensorflow"):
                 os.environ["KERAS_BACKEND"] = name
             return

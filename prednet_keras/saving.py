@@ -26,6 +26,10 @@ def save_model_atomically(model, path):
     os.close(handle)
     try:
         model.save(temporary)
+        # mkstemp makes owner-only files; give the model the permissions of any new file.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):

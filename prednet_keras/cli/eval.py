@@ -1,0 +1,143 @@
+"""prednet-eval: score trained models on held-out video, as kitti_evaluate.py did."""
+
+import time
+from pathlib import Path
+
+import click
+
+from prednet_keras.cli.common import fail_on_user_errors
+
+
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+    epilog="""\b
+Examples:
+  prednet-eval weights/small                     # one run folder
+  prednet-eval weights/                          # every run in weights/, plus a comparison
+  prednet-eval model.keras --data X_test.hkl -o results/
+  prednet-eval weights/small --extrap-start 10 --nt 15
+""",
+)
+@click.argument("models", nargs=-1, required=True, type=click.Path())
+@click.option("--data", type=click.Path(), help="Test frames (any source prednet-train takes) [default: the embedded test video].")
+@click.option("--nt", type=click.IntRange(min=2), help="Frames per test sequence [default: each model's training nt].")
+@click.option("--extrap-start", type=click.IntRange(min=1), help="Feed predictions back from this step on (multi-step prediction); needs nt > T.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Sequences per forward pass.")
+@click.option("--plots", type=click.IntRange(min=0), default=10, show_default=True, help="Sequences drawn as Actual/Predicted grids.")
+@click.option("-o", "--output", type=click.Path(file_okay=False), help="Output folder [default: <run>/eval (one per model); with several models a comparison goes beside them].")
+@click.option("--overwrite", is_flag=True, help="Replace earlier results in the output folders.")
+@click.option("--xla/--no-xla", default=None, help="XLA for the forward pass [default: off on TensorFlow, Keras' choice elsewhere].")
+@fail_on_user_errors
+def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, xla):
+    """Score MODELS (.keras files, run folders, or folders of run folders) on test video.
+
+    Writes prediction_scores.json and .txt (the authors' "Model MSE" and
+    "Previous Frame MSE", first step excluded, plus SSIM, PSNR and every metric
+    per time step), per_step.png and prediction_plots/ (rows Actual /
+    Predicted). With several models, also comparison.{txt,csv,json,png}.
+    """
+    from prednet_keras import evaluate
+    from prednet_keras.saving import load_model
+
+    refs = evaluate.resolve_models(models)
+    suffix = _suffix(data, nt, extrap_start)
+    several = len(refs) > 1
+    targets = []
+    for ref in refs:
+        if output is None:
+            targets.append(ref.default_output(suffix))
+        else:
+            targets.append(Path(output) / _safe(ref.name) if several else Path(output))
+    comparison_dir = None
+    if several:
+        comparison_dir = Path(output) if output else _common_parent(refs) / f"{suffix}-comparison"
+    _check_outputs(targets, comparison_dir, overwrite)
+
+    cache = {}
+    results = []
+    for ref, target in zip(refs, targets):
+        started = time.perf_counter()
+        model = load_model(ref.path, compile=False)
+        model_nt, frame_shape = evaluate.model_geometry(model)
+        use_nt = nt or model_nt or 10
+        if extrap_start is not None and extrap_start >= use_nt:
+            raise click.UsageError(
+                f"--extrap-start {extrap_start} leaves nothing to extrapolate with nt {use_nt}; "
+                f"give --nt larger than {extrap_start} (the original fine-tuning used --extrap-start 10 --nt 15)."
+            )
+        size = tuple(frame_shape[:2]) if None not in frame_shape[:2] else None
+        key = (use_nt, size)
+        if key not in cache:
+            cache[key] = evaluate.load_sequences(data, use_nt, size)
+        X, data_info = cache[key]
+        Xhat = evaluate.predict(model, X, nt=use_nt, extrap_start=extrap_start, batch_size=batch_size, jit_compile=xla)
+        scores = evaluate.compute_scores(X, Xhat, extrap_start)
+        scores["model"] = {
+            "name": ref.name,
+            "path": str(ref.path),
+            "run_folder": str(ref.run_folder) if ref.run_folder else None,
+            "checksum": evaluate.file_checksum(ref.path),
+        }
+        scores["data"] = data_info
+        scores["extrap_start"] = extrap_start
+        scores["environment"] = evaluate.describe_environment()
+        scores["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        scores["seconds"] = round(time.perf_counter() - started, 3)
+        evaluate.write_scores(target, scores, X, Xhat, plots=plots, name=ref.name, extrap_start=extrap_start)
+        results.append((ref.name, scores))
+        ratio = f" ({scores['mse_ratio']:.2f}x)" if scores.get("mse_ratio") is not None else ""
+        click.echo(
+            f"{ref.name}: MSE {scores['mse_model']:.6f} vs previous frame {scores['mse_prev']:.6f}{ratio}, "
+            f"SSIM {scores['ssim_model']:.4f}, PSNR {scores['psnr_model']:.2f} dB "
+            f"on {scores['sequences']} sequences -> {target}"
+        )
+    if several:
+        rows, _ = evaluate.write_comparison(comparison_dir, results)
+        click.echo("")
+        click.echo(evaluate.comparison_text(rows), nl=False)
+        click.echo(f"Comparison written to {comparison_dir}")
+
+
+def _suffix(data, nt, extrap_start):
+    """Output folder name: "eval", plus what differs from the default evaluation,
+    so evaluations on other data or settings do not collide."""
+    parts = ["eval"]
+    if data:
+        parts.append(_safe(Path(data).stem or Path(data).name))
+    if nt:
+        parts.append(f"nt{nt}")
+    if extrap_start:
+        parts.append(f"extrap{extrap_start}")
+    return "-".join(parts)
+
+
+def _safe(name):
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name))
+
+
+def _common_parent(refs):
+    import os
+
+    places = [str((ref.run_folder or ref.path).resolve().parent) for ref in refs]
+    return Path(os.path.commonpath(places))
+
+
+def _check_outputs(targets, comparison_dir, overwrite):
+    from prednet_keras import evaluate
+
+    if len({t.resolve() for t in targets}) != len(targets):
+        raise click.UsageError("Two models would write to the same output folder; give -o.")
+    if overwrite:
+        return
+    for target in targets:
+        existing = target / evaluate.SCORES_JSON
+        if existing.exists():
+            raise click.UsageError(f"{existing} exists; pass --overwrite to replace it, or -o elsewhere.")
+    if comparison_dir is not None and (comparison_dir / "comparison.json").exists():
+        raise click.UsageError(
+            f"{comparison_dir / 'comparison.json'} exists; pass --overwrite to replace it, or -o elsewhere."
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,337 @@
+"""prednet-train: train PredNet with the authors' KITTI recipe into a run folder."""
+
+import math
+import os
+import sys
+import time
+
+import click
+from click.core import ParameterSource
+
+from prednet_keras.cli.common import fail_on_user_errors
+
+BACKENDS = ("tensorflow", "jax", "torch")
+# Options --resume may change: the rest define the run and must stay as recorded.
+RESUME_MAY_CHANGE = {"epochs", "quiet", "output", "resume"}
+RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "xla")
+
+
+class IntList(click.ParamType):
+    """Comma-separated positive integers, e.g. 3,48,96,192."""
+
+    name = "N,N,..."
+
+    def get_metavar(self, param, ctx=None):
+        return self.name
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (tuple, list)):
+            return tuple(value)
+        try:
+            numbers = tuple(int(v) for v in str(value).split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of integers (e.g. 3,48,96,192).", param, ctx)
+        if any(n < 1 for n in numbers):
+            self.fail(f"{value!r}: every entry must be >= 1.", param, ctx)
+        return numbers
+
+
+class FrameSize(click.ParamType):
+    """HxW, e.g. 128x160."""
+
+    name = "HxW"
+
+    def get_metavar(self, param, ctx=None):
+        return self.name
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (tuple, list)):
+            return tuple(value)
+        parts = str(value).lower().replace("×", "x").split("x")
+        try:
+            height, width = (int(p) for p in parts)
+        except ValueError:
+            self.fail(f"{value!r} is not a frame size HxW (e.g. 128x160).", param, ctx)
+        if height < 1 or width < 1:
+            self.fail(f"{value!r}: height and width must be positive.", param, ctx)
+        return height, width
+
+
+class LayerLoss(click.ParamType):
+    """L_0, L_all, or one weight per layer (e.g. 1,0.1,0.1,0.1)."""
+
+    name = "L_0|L_all|W,W,..."
+
+    def get_metavar(self, param, ctx=None):
+        return self.name
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (tuple, list)):
+            return tuple(value)
+        if value in ("L_0", "L_all"):
+            return value
+        try:
+            weights = tuple(float(v) for v in str(value).split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not L_0, L_all or comma-separated numbers (e.g. 1,0.1,0.1,0.1).", param, ctx)
+        if not all(math.isfinite(w) and w >= 0 for w in weights):
+            self.fail(f"{value!r}: layer weights must be finite and >= 0.", param, ctx)
+        return weights
+
+
+def _default_backend():
+    import keras
+
+    return keras.backend.backend()
+
+
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+    epilog="""\b
+Examples:
+  prednet-train                                   # KITTI recipe on the embedded video, CPU
+  prednet-train --epochs 20 --size 64x80 -o weights/small
+  prednet-train --device gpu --epochs 250 --data X_train.hkl --val-data X_val.hkl
+  prednet-train --resume -o weights/small         # continue after an interruption
+""",
+)
+@click.option("--model", type=click.Choice(["prednet"]), default="prednet", show_default=True, help="Network to train.")
+@click.option("--stack-sizes", type=IntList(), help="Channels per layer; the first is the image channels [default: 3,48,96,192 (KITTI)].")
+@click.option("--r-stack-sizes", type=IntList(), help="Channels of the recurrent units per layer [default: = --stack-sizes].")
+@click.option("--filter-size", type=click.IntRange(min=1), default=3, show_default=True, help="Kernel size of every convolution.")
+@click.option("--data", type=click.Path(), help="Training frames: a dataset file, frames folder, list file, video, .hkl/.npz/.h5 [default: the embedded real video, train split].")
+@click.option("--val-data", type=click.Path(), help="Validation frames [default: embedded val split; with --data, its last --val-fraction of frames].")
+@click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of --data held out for validation when --val-data is not given.")
+@click.option("--size", type=FrameSize(), help="Resize frames to HxW (each divisible by 2^(layers-1)) [default: the data's size].")
+@click.option("--epochs", type=click.IntRange(min=1), default=150, show_default=True, help="Training epochs.")
+@click.option("--steps-per-epoch", type=click.IntRange(min=1), help="Steps per epoch [default: 500 // batch size = 125].")
+@click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True, help="Sequences per step.")
+@click.option("--nt", type=click.IntRange(min=2), default=10, show_default=True, help="Frames per sequence.")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3, show_default=True, help="Adam learning rate.")
+@click.option("--lr-drop-epoch", type=click.IntRange(min=0), help="Epochs at --lr; later epochs use lr x --lr-drop-factor [default: epochs // 2].")
+@click.option("--lr-drop-factor", type=click.FloatRange(min=0, min_open=True), default=0.1, show_default=True, help="Learning-rate factor after the drop.")
+@click.option("--layer-loss", type=LayerLoss(), default="L_0", show_default=True, help="Weight of each layer's error: L_0 (pixels only), L_all (1, then 0.1), or a comma list.")
+@click.option("--val-sequences", type=click.IntRange(min=0), default=100, show_default=True, help="Fixed validation sequences (0: none; the best model is then the lowest training loss).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the initial weights and of the order of training sequences.")
+@click.option("--init-weights", type=click.Path(dir_okay=False), help="Start from these initial weights (e.g. another run's initial_weights.h5) instead of the seed's.")
+@click.option("--backend", type=click.Choice(BACKENDS), help="Keras backend [default: KERAS_BACKEND, else tensorflow].")
+@click.option("--device", default="cpu", show_default=True, help="cpu, gpu or gpu:N. A GPU asked for and not visible is an error.")
+@click.option("--threads", type=click.IntRange(min=1), help="CPU threads [default: the framework's].")
+@click.option("--deterministic/--no-deterministic", default=False, show_default=True, help="Deterministic kernels (slower; same results run to run).")
+@click.option("--cudnn/--no-cudnn", default=True, show_default=True, help="Use cuDNN on GPUs.")
+@click.option("--tf32/--no-tf32", default=None, help="TensorFloat-32 matmuls on Ampere+ GPUs [default: the framework's].")
+@click.option("--onednn/--no-onednn", default=None, help="TensorFlow's oneDNN CPU kernels [default: TensorFlow's].")
+@click.option("--xla/--no-xla", default=None, help="XLA compilation (jit_compile) [default: off for TensorFlow on CPU, where it is slower; Keras' choice elsewhere].")
+@click.option("-o", "--output", type=click.Path(file_okay=False), help="Run folder [default: weights/prednet-<date>-<time>].")
+@click.option("--resume", is_flag=True, help="Continue the run in --output from its last completed epoch (--epochs may be raised).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing run folder at --output.")
+@click.option("-q", "--quiet", is_flag=True, help="One log line per epoch instead of a progress bar.")
+@click.pass_context
+@fail_on_user_errors
+def main(ctx, **options):
+    """Train PredNet into a run folder.
+
+    Defaults are the authors' KITTI recipe (kitti_train.py): nt 10, batch 4,
+    500 sequences per epoch, 150 epochs, Adam 1e-3 then 1e-4 from the halfway
+    epoch, L_0 loss, best model kept on 100 validation sequences. Without
+    --data it trains on the real video shipped with the package.
+
+    The run folder gets manifest.json (options, runtime asked for and
+    obtained, environment, seeds, checksums), history.csv, model.keras (best),
+    a checkpoint of the last epoch for --resume, and loss.png.
+    """
+    from prednet_keras import worker
+
+    if options["resume"]:
+        folder, runtime_config = _prepare_resume(ctx, options)
+        created = None
+    else:
+        existed = options["output"] is not None and os.path.isdir(options["output"])
+        folder, runtime_config = _prepare_new(options)
+        created = not existed
+    click.echo(f"Run folder: {folder.path}", err=True)
+    code = worker.launch(folder.path, runtime_config, quiet=options["quiet"])
+    if code == 1 and created is not None and folder.completed_epochs() == 0:
+        # A run that failed before its first epoch (no GPU, bad data) leaves
+        # nothing worth keeping, and must not block the corrected command.
+        _remove_unstarted(folder, created)
+        click.echo(f"(removed {folder.path}: no epoch was completed)", err=True)
+    elif code > 128 and code != worker.EXIT_INTERRUPTED:
+        click.echo(
+            f"The training process was killed (signal {code - 128}); "
+            f"continue with: prednet-train --resume --output {folder.path}",
+            err=True,
+        )
+    ctx.exit(code)
+
+
+def _remove_unstarted(folder, created):
+    import shutil
+
+    if created:
+        shutil.rmtree(folder.path, ignore_errors=True)
+        return
+    for path in folder.path.iterdir():
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _train_config(options):
+    from prednet_keras.train import TrainConfig
+
+    return TrainConfig(
+        model=options["model"],
+        stack_sizes=options["stack_sizes"],
+        r_stack_sizes=options["r_stack_sizes"],
+        filter_size=options["filter_size"],
+        nt=options["nt"],
+        batch_size=options["batch_size"],
+        epochs=options["epochs"],
+        steps_per_epoch=options["steps_per_epoch"],
+        lr=options["lr"],
+        lr_drop_epoch=options["lr_drop_epoch"],
+        lr_drop_factor=options["lr_drop_factor"],
+        layer_loss=options["layer_loss"],
+        val_sequences=options["val_sequences"],
+        data=options["data"],
+        val_data=options["val_data"],
+        val_fraction=options["val_fraction"],
+        size=options["size"],
+        seed=options["seed"],
+        init_weights=options["init_weights"],
+    )
+
+
+def _runtime_config(options):
+    from prednet_keras import runtime
+
+    try:
+        return runtime.RuntimeConfig(
+            backend=options["backend"] or _default_backend(),
+            device=options["device"],
+            threads=options["threads"],
+            deterministic=options["deterministic"],
+            cudnn=options["cudnn"],
+            tf32=options["tf32"],
+            onednn=options["onednn"],
+            xla=options["xla"],
+            strict=True,
+        )
+    except (ValueError, TypeError, runtime.RuntimeSetupError) as error:
+        raise click.UsageError(str(error)) from None
+
+
+def _prepare_new(options):
+    from prednet_keras import __version__, runs
+
+    if options["overwrite"] and options["resume"]:
+        raise click.UsageError("--resume and --overwrite contradict each other.")
+    config = _train_config(options)
+    try:
+        config = config.resolved()
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+    config.check_paths()
+    # Absolute, so that --resume works from any working directory.
+    for name in ("data", "val_data", "init_weights"):
+        if getattr(config, name) is not None:
+            setattr(config, name, os.path.abspath(getattr(config, name)))
+    runtime_config = _runtime_config(options)
+    output = options["output"] or _default_output()
+    folder = runs.RunFolder(output)
+    folder.create(overwrite=options["overwrite"])
+    folder.write_manifest(
+        {
+            "format": runs.RUN_FORMAT,
+            "format_version": runs.RUN_FORMAT_VERSION,
+            "name": folder.path.name,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": ["prednet-train"] + sys.argv[1:],
+            "cwd": os.getcwd(),
+            "prednet_keras_version": __version__,
+            "status": "created",
+            "options": config.to_dict(),
+            "runtime": {"requested": runtime_config.to_dict(), "effective": None},
+        }
+    )
+    return folder, runtime_config
+
+
+def _default_output():
+    base = os.path.join("weights", "prednet-" + time.strftime("%Y%m%d-%H%M%S"))
+    output, n = base, 2
+    while os.path.exists(output):
+        output, n = f"{base}-{n}", n + 1
+    return output
+
+
+def _prepare_resume(ctx, options):
+    from prednet_keras import runs, runtime
+    from prednet_keras.train import TrainConfig
+
+    if options["overwrite"]:
+        raise click.UsageError("--resume and --overwrite contradict each other.")
+    if not options["output"]:
+        raise click.UsageError("--resume needs --output RUN_FOLDER (the run to continue).")
+    folder = runs.RunFolder(options["output"])
+    folder.check_resumable()
+    manifest = folder.read_manifest()
+    recorded = TrainConfig.from_dict(manifest["options"])
+    requested_runtime = runtime.RuntimeConfig.from_dict(manifest["runtime"]["requested"])
+    given = _train_config(options)
+    for name, value in _explicit(ctx, options):
+        if name in RESUME_MAY_CHANGE or name in ("overwrite",):
+            continue
+        if name in RUNTIME_OPTIONS:
+            before = getattr(requested_runtime, name)
+        else:
+            before = getattr(recorded, name)
+            value = getattr(given, name)
+            if name in ("data", "val_data", "init_weights") and value is not None:
+                value = os.path.abspath(value)
+        if _normalise(value) != _normalise(before):
+            raise click.UsageError(
+                f"--{name.replace('_', '-')} {_show(value)} differs from this run's {_show(before)}; "
+                "--resume continues a run as it was started (only --epochs may change)."
+            )
+    done = folder.completed_epochs()
+    manifest.setdefault("resumes", []).append(
+        {"command": ["prednet-train"] + sys.argv[1:], "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "after_epoch": done}
+    )
+    folder.write_manifest(manifest)
+    if ctx.get_parameter_source("epochs") in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+        if options["epochs"] < done:
+            raise click.UsageError(f"--epochs {options['epochs']} is fewer than the {done} already completed.")
+        if options["epochs"] != recorded.epochs:
+            manifest["options"]["epochs"] = options["epochs"]
+            manifest.setdefault("epochs_changed", []).append(
+                {"from": recorded.epochs, "to": options["epochs"], "at_epoch": done}
+            )
+            folder.write_manifest(manifest)
+    return folder, requested_runtime
+
+
+def _explicit(ctx, options):
+    for name, value in options.items():
+        if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            yield name, value
+
+
+def _normalise(value):
+    if isinstance(value, (list, tuple)):
+        return tuple(_normalise(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _show(value):
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,457 @@
+"""The run folder: the unit of record of one training run.
+
+    weights/<name>/
+      manifest.json        every option, the runtime asked for and obtained, the
+                           environment fingerprint, seeds, checksums, the outcome
+      history.csv          one row per training step and one per epoch (with validation)
+      model.keras          the best model so far (lowest validation loss), no optimizer
+      initial_weights.h5   the starting point (starting_point's format), so another
+                           machine or backend can start alike
+      state.json           the last completed epoch and where its checkpoint is
+      checkpoints/         epoch-NNNN.weights.h5: weights + optimizer state of that epoch
+      loss.png             the loss curves
+
+Every file that matters is written to a temporary name in the same folder and
+moved into place with `os.replace`, so an interruption leaves either the old
+file or the new one, never a truncated one. `state.json` is written only after
+the checkpoint it names is complete, so it always points at a usable file.
+
+This module imports no framework: the CLI process uses it before the training
+process starts.
+"""
+
+import csv
+import io
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+__all__ = [
+    "HISTORY_FIELDS",
+    "RunFolder",
+    "RunFolderError",
+    "atomic_write",
+    "atomic_write_json",
+    "find_runs",
+    "is_run_folder",
+    "plot_history",
+]
+
+MANIFEST = "manifest.json"
+HISTORY = "history.csv"
+MODEL = "model.keras"
+STATE = "state.json"
+CHECKPOINTS = "checkpoints"
+LOSS_PLOT = "loss.png"
+INITIAL_WEIGHTS = "initial_weights.h5"
+
+RUN_FORMAT = "prednet-keras-run"
+RUN_FORMAT_VERSION = 1
+
+# kind: "step" rows carry the loss of one batch; "epoch" rows the mean training
+# loss of the epoch and the validation loss. epoch and step count from 1.
+HISTORY_FIELDS = ("kind", "epoch", "step", "global_step", "loss", "val_loss", "lr", "seconds")
+
+
+class RunFolderError(ValueError):
+    """A run folder is missing, incomplete, or would be overwritten."""
+
+
+def atomic_write(path, data):
+    """Writes bytes or text to `path` through a temporary file in the same folder.
+
+    Args:
+        path: destination.
+        data: bytes, or str (written as UTF-8).
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with _temporary_sibling(path) as temporary:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def atomic_write_json(path, obj):
+    """Writes `obj` as indented JSON, atomically (see atomic_write).
+
+    Args:
+        path: destination.
+        obj: JSON-serialisable data; NaN and infinity are written as null.
+    """
+    atomic_write(path, json.dumps(_json_safe(obj), indent=2, sort_keys=False) + "\n")
+
+
+class _temporary_sibling:
+    """Context manager yielding a temporary path next to `path` (keeping its
+    suffix, which Keras and matplotlib use to pick a format); on success the
+    file replaces `path`, on failure it is removed."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        suffix = "".join(self.path.suffixes) or ".tmp"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f".{self.path.stem}.", suffix=f".tmp{suffix}", dir=self.path.parent)
+        os.close(handle)
+        # mkstemp makes the file private (0600); a run folder's files are
+        # meant to be read by others as any new file would be.
+        os.chmod(name, 0o666 & ~_umask())
+        self.temporary = Path(name)
+
+    def __enter__(self):
+        return self.temporary
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            os.replace(self.temporary, self.path)
+        else:
+            self.temporary.unlink(missing_ok=True)
+        return False
+
+
+def _umask():
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def write_through_temporary(path, writer):
+    """Calls `writer(temporary_path)` and moves the result to `path` atomically.
+
+    Args:
+        path: destination (its suffix is kept on the temporary name).
+        writer: a function that writes a complete file at the path it is given.
+    """
+    with _temporary_sibling(path) as temporary:
+        writer(str(temporary))
+
+
+def _json_safe(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return _json_safe(obj.item())
+    return obj
+
+
+def is_run_folder(path):
+    """True when `path` is a folder with a run manifest."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def find_runs(path):
+    """The run folders at `path`: itself if it is one, else its sub-folders that are.
+
+    Args:
+        path: a run folder or a folder of run folders.
+
+    Returns:
+        A sorted list of Paths (empty when there are none).
+    """
+    path = Path(path)
+    if is_run_folder(path) or (path / MODEL).is_file():
+        return [path]
+    if not path.is_dir():
+        return []
+    return sorted(p for p in path.iterdir() if p.is_dir() and (is_run_folder(p) or (p / MODEL).is_file()))
+
+
+class RunFolder:
+    """Paths and records of one run folder.
+
+    Args:
+        path: the folder (need not exist yet).
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+
+    def __repr__(self):
+        return f"RunFolder({str(self.path)!r})"
+
+    manifest_path = property(lambda self: self.path / MANIFEST)
+    history_path = property(lambda self: self.path / HISTORY)
+    model_path = property(lambda self: self.path / MODEL)
+    state_path = property(lambda self: self.path / STATE)
+    checkpoints_path = property(lambda self: self.path / CHECKPOINTS)
+    loss_plot_path = property(lambda self: self.path / LOSS_PLOT)
+    initial_weights_path = property(lambda self: self.path / INITIAL_WEIGHTS)
+
+    def exists(self):
+        """True when the folder holds a run (a manifest)."""
+        return is_run_folder(self.path)
+
+    def check_new(self, overwrite=False):
+        """Fails unless a new run may be written here. Changes nothing.
+
+        Args:
+            overwrite: whether an existing run folder may be replaced.
+        """
+        if self.path.exists() and not self.path.is_dir():
+            raise RunFolderError(f"{self.path} exists and is a file, not a run folder.")
+        if not self.path.is_dir() or not any(self.path.iterdir()):
+            return
+        if not self.exists():
+            raise RunFolderError(
+                f"{self.path} exists, is not empty and is not a run folder (no {MANIFEST}); "
+                "choose another --output (it is never deleted, even with --overwrite)."
+            )
+        if not overwrite:
+            done = self.completed_epochs()
+            raise RunFolderError(
+                f"{self.path} already holds a run ({done} epoch{'s' if done != 1 else ''} completed); "
+                "pass --resume to continue it, --overwrite to replace it, or choose another --output."
+            )
+
+    def create(self, overwrite=False):
+        """Makes the folder for a new run, replacing an old run only with overwrite.
+
+        Args:
+            overwrite: whether an existing run folder may be replaced.
+        """
+        self.check_new(overwrite)
+        if self.exists():
+            shutil.rmtree(self.path)
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def check_resumable(self):
+        """Fails unless this folder holds a run that --resume can continue."""
+        if not self.path.is_dir():
+            raise RunFolderError(f"Nothing to resume: {self.path} does not exist.")
+        if not self.exists():
+            raise RunFolderError(f"Nothing to resume: {self.path} is not a run folder (no {MANIFEST}).")
+
+    def remove_temporaries(self):
+        """Deletes temporary files a killed process left mid-write (never a
+        finished file: those carry their final names)."""
+        for folder in (self.path, self.checkpoints_path):
+            if folder.is_dir():
+                for path in folder.glob(".*.tmp*"):
+                    if path.is_file():
+                        path.unlink(missing_ok=True)
+
+    # -- manifest ---------------------------------------------------------
+
+    def read_manifest(self):
+        """The manifest as a dict."""
+        try:
+            with open(self.manifest_path, encoding="utf-8") as handle:
+                return json.load(handle)
+        except FileNotFoundError:
+            raise RunFolderError(f"{self.path} is not a run folder (no {MANIFEST}).") from None
+        except ValueError as error:
+            raise RunFolderError(f"{self.manifest_path} is not valid JSON ({error}).") from None
+
+    def write_manifest(self, manifest):
+        """Replaces the manifest atomically."""
+        manifest = dict(manifest)
+        manifest.setdefault("format", RUN_FORMAT)
+        manifest.setdefault("format_version", RUN_FORMAT_VERSION)
+        atomic_write_json(self.manifest_path, manifest)
+
+    def update_manifest(self, **fields):
+        """Sets top-level manifest fields and writes it back; returns the manifest."""
+        manifest = self.read_manifest()
+        manifest.update(fields)
+        self.write_manifest(manifest)
+        return manifest
+
+    # -- state (resume point) ---------------------------------------------
+
+    def read_state(self):
+        """The last completed epoch's state, or None before the first epoch ends."""
+        try:
+            with open(self.state_path, encoding="utf-8") as handle:
+                state = json.load(handle)
+        except FileNotFoundError:
+            return None
+        except ValueError as error:
+            raise RunFolderError(f"{self.state_path} is not valid JSON ({error}).") from None
+        checkpoint = self.path / state["checkpoint"]
+        if not checkpoint.is_file():
+            raise RunFolderError(f"{self.state_path} names {checkpoint}, which is missing.")
+        return state
+
+    def write_state(self, state):
+        """Records a completed epoch (after its checkpoint is complete)."""
+        atomic_write_json(self.state_path, state)
+
+    def completed_epochs(self):
+        """Number of completed epochs (0 when none or unknown)."""
+        try:
+            state = self.read_state()
+        except (RunFolderError, KeyError):
+            return 0
+        return int(state["epoch"]) if state else 0
+
+    def checkpoint_path(self, epoch):
+        """Where the checkpoint of a completed epoch (from 1) is written."""
+        return self.checkpoints_path / f"epoch-{epoch:04d}.weights.h5"
+
+    def remove_checkpoints_except(self, keep):
+        """Deletes checkpoint files other than `keep` (leftovers of earlier epochs
+        and temporary files of an interrupted write)."""
+        if not self.checkpoints_path.is_dir():
+            return
+        keep = Path(keep).resolve()
+        for path in self.checkpoints_path.iterdir():
+            if path.resolve() != keep:
+                path.unlink(missing_ok=True)
+
+    # -- history ----------------------------------------------------------
+
+    def read_history(self):
+        """history.csv as a list of dicts with numbers parsed (missing values None)."""
+        if not self.history_path.is_file():
+            return []
+        with open(self.history_path, newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        return [_parse_history_row(row) for row in rows]
+
+    def truncate_history(self, epochs):
+        """Keeps only the rows of the first `epochs` epochs (drops the partial
+        epoch an interruption left), atomically."""
+        rows = [row for row in self.read_history() if row["epoch"] is not None and row["epoch"] <= epochs]
+        atomic_write(self.history_path, _history_csv(rows))
+        return rows
+
+    def open_history(self):
+        """A HistoryWriter appending to history.csv (creating it with a header)."""
+        return HistoryWriter(self.history_path)
+
+
+def _parse_history_row(row):
+    parsed = {}
+    for key, value in row.items():
+        if key == "kind":
+            parsed[key] = value
+        elif value in ("", None):
+            parsed[key] = None
+        elif key in ("epoch", "step", "global_step"):
+            parsed[key] = int(value)
+        else:
+            parsed[key] = float(value)
+    return parsed
+
+
+def _history_csv(rows):
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=HISTORY_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _format_value(row.get(k)) for k in HISTORY_FIELDS})
+    return buffer.getvalue()
+
+
+def _format_value(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+class HistoryWriter:
+    """Appends rows to history.csv, flushing each so a crash loses at most the
+    row being written (the partial epoch is dropped on resume anyway).
+
+    Args:
+        path: the CSV file.
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        new = not self.path.is_file() or self.path.stat().st_size == 0
+        self._handle = open(self.path, "a", newline="", encoding="utf-8")
+        self._writer = csv.DictWriter(self._handle, fieldnames=HISTORY_FIELDS, lineterminator="\n")
+        if new:
+            self._writer.writeheader()
+            self._handle.flush()
+
+    def write(self, **row):
+        """Appends one row (keys from HISTORY_FIELDS)."""
+        self._writer.writerow({k: _format_value(row.get(k)) for k in HISTORY_FIELDS})
+        self._handle.flush()
+
+    def close(self):
+        """Closes the file."""
+        self._handle.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def plot_history(rows, path, title=None):
+    """Draws the loss curves of a history (per-step losses faint, epoch means
+    and validation loss bold, log scale) to a PNG, atomically.
+
+    Args:
+        rows: history rows (as from RunFolder.read_history).
+        path: the PNG to write.
+        title: plot title.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    steps = [r for r in rows if r["kind"] == "step" and r["loss"] is not None]
+    epochs = [r for r in rows if r["kind"] == "epoch"]
+    figure = Figure(figsize=(7, 4.2), dpi=100)
+    axes = figure.subplots()
+    if steps:
+        per_epoch = max(r["step"] for r in steps)
+        axes.plot(
+            [r["global_step"] / per_epoch for r in steps],
+            [r["loss"] for r in steps],
+            color="tab:blue",
+            alpha=0.25,
+            linewidth=0.8,
+            label="training loss (per step)",
+        )
+    if epochs:
+        axes.plot(
+            [r["epoch"] for r in epochs],
+            [r["loss"] for r in epochs],
+            "o-",
+            color="tab:blue",
+            markersize=3,
+            label="training loss (epoch mean)",
+        )
+        validated = [r for r in epochs if r["val_loss"] is not None]
+        if validated:
+            axes.plot(
+                [r["epoch"] for r in validated],
+                [r["val_loss"] for r in validated],
+                "s-",
+                color="tab:orange",
+                markersize=3,
+                label="validation loss",
+            )
+            best = min(validated, key=lambda r: r["val_loss"])
+            axes.axvline(best["epoch"], color="tab:orange", linestyle=":", linewidth=1)
+    positive = [r["loss"] for r in steps + epochs if r["loss"]] + [r["val_loss"] for r in epochs if r["val_loss"]]
+    if positive and min(positive) > 0:
+        axes.set_yscale("log")
+    axes.set_xlabel("epoch")
+    axes.set_ylabel("loss (weighted prediction error)")
+    if title:
+        axes.set_title(title, fontsize=10)
+    if steps or epochs:
+        axes.legend(fontsize=8)
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))

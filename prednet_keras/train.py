@@ -1,0 +1,910 @@
+"""Training PredNet into a run folder: the authors' KITTI recipe, made resumable.
+
+The recipe (kitti_train.py): nt=10, batch 4, 500 sequences per epoch, 150
+epochs, Adam at 1e-3 dropped to 1e-4 from the halfway epoch, "L_0" layer
+weighting, MAE of the weighted error against zero, the model with the lowest
+validation loss (100 fixed validation sequences) kept.
+
+What this module adds to it:
+- the order of training sequences is a pure function of (seed, global batch
+  index), so a resumed run reads exactly the batches an uninterrupted one would;
+- at the end of every epoch the weights and optimizer state are checkpointed
+  atomically and `state.json` records the epoch, so `--resume` continues from
+  the last completed epoch with the same history;
+- initial weights come from `starting_point` (NumPy, seeded), so every backend
+  starts from the same numbers.
+
+`run_training` runs in the training process (`prednet_keras.worker`), after
+`runtime.configure`; `TrainConfig` is also what the CLI validates before it
+starts that process.
+"""
+
+import dataclasses
+import gc
+import hashlib
+import math
+import os
+import shutil
+import signal
+import sys
+import time
+
+import keras
+import numpy as np
+
+from prednet_keras import runs
+from prednet_keras.layers.lotter import check_frame_size
+from prednet_keras.models import build_training_model, layer_loss_weights_for, time_loss_weights_for
+
+__all__ = [
+    "MODELS",
+    "TrainConfig",
+    "TrainingDiverged",
+    "learning_rate_at",
+    "run_training",
+]
+
+MODELS = ("prednet",)
+KITTI_STACK_SIZES = (3, 48, 96, 192)
+# kitti_train.py's samples_per_epoch: steps per epoch default to this / batch size.
+SAMPLES_PER_EPOCH = 500
+# Test hook: "EPOCH:STEP" (from 1) kills the training process with SIGKILL right
+# after that step, as a power cut would, to test --resume.
+KILL_AT_ENV = "PREDNET_TEST_KILL_AT"
+
+
+class TrainingDiverged(ValueError):
+    """The loss became NaN or infinite."""
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything that defines a training run (the runtime aside).
+
+    Args:
+        model: network family; only "prednet" for now.
+        stack_sizes: channels per PredNet layer; None is the KITTI model
+            (3, 48, 96, 192) with the first entry set to the data's channels.
+        r_stack_sizes: channels of the recurrent units; None: = stack_sizes.
+        filter_size: kernel size of every convolution (A, Ahat and R).
+        nt: frames per training sequence.
+        batch_size: sequences per step.
+        epochs: number of epochs.
+        steps_per_epoch: steps per epoch; None: 500 // batch_size (the recipe's
+            500 sequences per epoch).
+        lr: Adam learning rate before the drop.
+        lr_drop_epoch: epochs trained at `lr`; the later ones use
+            lr * lr_drop_factor (kitti_train.py: 75 of 150). None: epochs // 2.
+        lr_drop_factor: the rate after the drop is lr * lr_drop_factor.
+        layer_loss: "L_0", "L_all" or one weight per layer.
+        val_sequences: fixed validation sequences (first N starts); 0 disables
+            validation (the best model is then the lowest training loss).
+        data: training source (any path load_frames reads); None: the
+            embedded real video's train split.
+        val_data: validation source; None: the embedded val split when data is
+            None, else the last val_fraction of data's frames.
+        val_fraction: share of frames held out when val_data is None and data is given.
+        size: (H, W) to resize frames to; None keeps the data's size.
+        seed: seed of the initial weights and of the order of sequences.
+        init_weights: a file of initial weights to start from instead of the seed's.
+    """
+
+    model: str = "prednet"
+    stack_sizes: tuple = None
+    r_stack_sizes: tuple = None
+    filter_size: int = 3
+    nt: int = 10
+    batch_size: int = 4
+    epochs: int = 150
+    steps_per_epoch: int = None
+    lr: float = 1e-3
+    lr_drop_epoch: int = None
+    lr_drop_factor: float = 0.1
+    layer_loss: object = "L_0"
+    val_sequences: int = 100
+    data: str = None
+    val_data: str = None
+    val_fraction: float = 0.1
+    size: tuple = None
+    seed: int = 0
+    init_weights: str = None
+
+    def resolved(self):
+        """A copy with the derived defaults filled in (steps, drop epoch), validated."""
+        config = dataclasses.replace(self)
+        if config.steps_per_epoch is None:
+            config.steps_per_epoch = max(1, SAMPLES_PER_EPOCH // config.batch_size)
+        if config.lr_drop_epoch is None:
+            config.lr_drop_epoch = config.epochs // 2
+        for name in ("stack_sizes", "r_stack_sizes", "size"):
+            value = getattr(config, name)
+            if value is not None:
+                setattr(config, name, tuple(int(v) for v in value))
+        if not isinstance(config.layer_loss, str):
+            config.layer_loss = tuple(float(v) for v in config.layer_loss)
+        for name in ("data", "val_data", "init_weights"):
+            value = getattr(config, name)
+            if value is not None:
+                setattr(config, name, str(value))
+        config.validate()
+        return config
+
+    def validate(self):
+        """Raises ValueError naming the first bad setting (no data is read)."""
+        if self.model not in MODELS:
+            raise ValueError(f"--model must be one of {', '.join(MODELS)}, got {self.model!r}.")
+        for name, low in (("nt", 2), ("batch_size", 1), ("epochs", 1), ("filter_size", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"{_flag(name)} must be an integer >= {low}, got {value!r}.")
+        if self.steps_per_epoch is not None and self.steps_per_epoch < 1:
+            raise ValueError(f"--steps-per-epoch must be >= 1, got {self.steps_per_epoch}.")
+        if self.lr_drop_epoch is not None and self.lr_drop_epoch < 0:
+            raise ValueError(f"--lr-drop-epoch must be >= 0, got {self.lr_drop_epoch}.")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"--lr must be a positive number, got {self.lr}.")
+        if not (self.lr_drop_factor > 0 and math.isfinite(self.lr_drop_factor)):
+            raise ValueError(f"--lr-drop-factor must be a positive number, got {self.lr_drop_factor}.")
+        if self.val_sequences < 0:
+            raise ValueError(f"--val-sequences must be >= 0, got {self.val_sequences}.")
+        if not 0 < self.val_fraction < 1:
+            raise ValueError(f"--val-fraction must be between 0 and 1, got {self.val_fraction}.")
+        if self.filter_size % 2 == 0:
+            raise ValueError(f"--filter-size must be odd (the convolutions keep the frame size), got {self.filter_size}.")
+        stacks = self.stack_sizes if self.stack_sizes is not None else KITTI_STACK_SIZES
+        if len(stacks) < 1 or any(s < 1 for s in stacks):
+            raise ValueError(f"--stack-sizes must be positive channel counts, got {','.join(map(str, stacks))}.")
+        if self.r_stack_sizes is not None and len(self.r_stack_sizes) != len(stacks):
+            raise ValueError(
+                f"--r-stack-sizes has {len(self.r_stack_sizes)} values but --stack-sizes has {len(stacks)}."
+            )
+        if self.r_stack_sizes is not None and any(s < 1 for s in self.r_stack_sizes):
+            raise ValueError("--r-stack-sizes must be positive channel counts.")
+        layer_loss_weights_for(self.layer_loss, len(stacks))
+        if self.size is not None:
+            if len(self.size) != 2 or min(self.size) < 1:
+                raise ValueError(f"--size must be HxW with positive numbers, got {self.size}.")
+            check_frame_size(self.size[0], self.size[1], len(stacks))
+
+    def check_paths(self):
+        """Raises FileNotFoundError for a data or weights path that does not exist."""
+        for name in ("data", "val_data", "init_weights"):
+            value = getattr(self, name)
+            if value is not None and not os.path.exists(value):
+                raise FileNotFoundError(2, f"{_flag(name)}: no such file or folder", value)
+
+    def to_dict(self):
+        """JSON-ready dict of every field."""
+        out = dataclasses.asdict(self)
+        for key, value in out.items():
+            if isinstance(value, tuple):
+                out[key] = list(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, values):
+        """The config a to_dict() produced (unknown keys are an error)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"Unknown training options: {', '.join(unknown)}.")
+        values = dict(values)
+        for key in ("stack_sizes", "r_stack_sizes", "size"):
+            if values.get(key) is not None:
+                values[key] = tuple(values[key])
+        if isinstance(values.get("layer_loss"), list):
+            values["layer_loss"] = tuple(values["layer_loss"])
+        return cls(**values)
+
+    @property
+    def nb_layers(self):
+        """Number of PredNet layers."""
+        return len(self.stack_sizes if self.stack_sizes is not None else KITTI_STACK_SIZES)
+
+    def prednet_kwargs(self, channels):
+        """PredNet constructor arguments for frames with `channels` channels."""
+        stacks = list(self.stack_sizes if self.stack_sizes is not None else KITTI_STACK_SIZES)
+        if self.stack_sizes is None:
+            stacks[0] = channels
+        elif stacks[0] != channels:
+            raise ValueError(
+                f"--stack-sizes starts with {stacks[0]} but the frames have {channels} channel(s); "
+                f"the first stack size is the number of image channels."
+            )
+        r_stacks = list(self.r_stack_sizes) if self.r_stack_sizes is not None else list(stacks)
+        layers = len(stacks)
+        size = self.filter_size
+        return dict(
+            stack_sizes=tuple(stacks),
+            R_stack_sizes=tuple(r_stacks),
+            A_filt_sizes=(size,) * (layers - 1),
+            Ahat_filt_sizes=(size,) * layers,
+            R_filt_sizes=(size,) * layers,
+        )
+
+
+def _flag(name):
+    return "--" + name.replace("_", "-")
+
+
+def learning_rate_at(epoch, config):
+    """The recipe's step schedule: lr before `lr_drop_epoch` (0-based), then lr * factor.
+
+    Args:
+        epoch: 0-based epoch.
+        config: a resolved TrainConfig.
+    """
+    return config.lr if epoch < config.lr_drop_epoch else config.lr * config.lr_drop_factor
+
+
+def jit_compile_for(requested, effective):
+    """The `jit_compile` argument of Model.compile.
+
+    Args:
+        requested: the RuntimeConfig dict asked for (its "xla": None, True, False).
+        effective: what runtime.configure returned (its "jit_compile").
+    """
+    if requested.get("xla") is not None:
+        return effective.get("jit_compile", requested["xla"])
+    # Left to us: on CPU, TensorFlow's oneDNN kernels ran PredNet about twice as
+    # fast as XLA did.
+    if requested.get("backend") == "tensorflow" and str(requested.get("device", "cpu")).startswith("cpu"):
+        return False
+    return effective.get("jit_compile", "auto")
+
+
+# -- data -------------------------------------------------------------------
+
+
+def dataset_checksum(dataset, chunk=256):
+    """SHA-256 of a FrameDataset's frames (shape and bytes) and source ids.
+
+    Args:
+        dataset: a FrameDataset (in memory or streamed from disk).
+        chunk: frames hashed per read.
+    """
+    digest = hashlib.sha256()
+    digest.update(repr(tuple(dataset.frames.shape)).encode())
+    for start in range(0, len(dataset), chunk):
+        digest.update(np.ascontiguousarray(dataset.frames[start : start + chunk]).tobytes())
+    digest.update("\x00".join(str(s) for s in np.asarray(dataset.sources).tolist()).encode())
+    return "sha256:" + digest.hexdigest()
+
+
+def load_training_data(config):
+    """The training and validation FrameDatasets of a run, and a description of each.
+
+    Args:
+        config: a resolved TrainConfig.
+
+    Returns:
+        (train, val, info): val is None when config.val_sequences is 0.
+    """
+    from prednet_keras import data as pdata
+
+    size = config.size
+    if config.data is None:
+        train = pdata.load_frames(pdata.embedded_dataset("train"), size=size)
+        train_origin = "embedded:train"
+    else:
+        train = pdata.load_frames(config.data, size=size)
+        train_origin = config.data
+    val, val_origin = None, None
+    if config.val_sequences:
+        if config.val_data is not None:
+            val, val_origin = pdata.load_frames(config.val_data, size=size), config.val_data
+        elif config.data is None:
+            val, val_origin = pdata.load_frames(pdata.embedded_dataset("val"), size=size), "embedded:val"
+        else:
+            train, val = split_frames(train, config.val_fraction)
+            val_origin = f"{config.data} (last {config.val_fraction:g} of frames)"
+            train_origin = f"{config.data} (first {1 - config.val_fraction:g} of frames)"
+    if val is not None and val.frame_shape != train.frame_shape:
+        raise ValueError(
+            f"Validation frames are {val.frame_shape}, training frames {train.frame_shape}; give --size."
+        )
+    info = {"train": _describe_data(train, train_origin)}
+    if val is not None:
+        info["val"] = _describe_data(val, val_origin)
+    return train, val, info
+
+
+def split_frames(dataset, fraction):
+    """Splits off the last `fraction` of frames for validation, at a source
+    boundary when one lies within a quarter of the cut (so validation scenes
+    are unseen); the two parts never share a sequence either way.
+
+    Args:
+        dataset: a FrameDataset.
+        fraction: share of frames for the second part.
+
+    Returns:
+        (first, second) FrameDatasets.
+    """
+    count = len(dataset)
+    cut = int(round(count * (1 - fraction)))
+    boundaries = [start for _, start, _ in dataset.source_runs() if start > 0]
+    near = [b for b in boundaries if abs(b - cut) <= max(1, count * fraction / 4)]
+    if near:
+        cut = min(near, key=lambda b: abs(b - cut))
+    if not 0 < cut < count:
+        raise ValueError(f"{count} frames are too few to hold out a validation part; give --val-data.")
+    return dataset.select(slice(0, cut)), dataset.select(slice(cut, count))
+
+
+def _describe_data(dataset, origin):
+    runs_ = dataset.source_runs()
+    return {
+        "source": origin,
+        "frames": len(dataset),
+        "frame_shape": list(dataset.frame_shape),
+        "source_runs": len(runs_),
+        "checksum": dataset_checksum(dataset),
+        "provenance": dataset.provenance,
+    }
+
+
+class EpochBatches(keras.utils.PyDataset):
+    """Training batches of an unbroken stream of shuffled passes over all sequences.
+
+    Batch b (counted over the whole run) holds stream positions
+    b*batch_size ... (b+1)*batch_size - 1; position p is sequence
+    order(p // N)[p % N], where order(k) is pass k's permutation, a function
+    of (seed, k) only. So an epoch of 125 steps continues where the last one
+    stopped, like the original's generator, and a resumed run (first_epoch > 0)
+    reads the very batches an uninterrupted run would, on any backend.
+
+    Args:
+        sequences: a SequenceGenerator with batch_size=1 and no shuffling
+            (item j is sequence j).
+        batch_size: sequences per batch.
+        steps_per_epoch: batches per epoch.
+        first_epoch: 0-based epoch this dataset starts at.
+        epochs: total epochs of the run.
+        seed: order seed.
+    """
+
+    def __init__(self, sequences, batch_size, steps_per_epoch, first_epoch, epochs, seed):
+        super().__init__()
+        self.sequences = sequences
+        self.count = len(sequences)
+        self.batch_size = batch_size
+        self.steps_per_epoch = steps_per_epoch
+        self.first_batch = first_epoch * steps_per_epoch
+        self.total = (epochs - first_epoch) * steps_per_epoch
+        self.seed = seed
+        self._orders = {}
+
+    def __len__(self):
+        return self.total
+
+    def order(self, k):
+        """The permutation of sequence indices used by pass k over the data."""
+        if k not in self._orders:
+            if len(self._orders) > 4:
+                self._orders.clear()
+            self._orders[k] = pass_order(self.count, self.seed, k)
+        return self._orders[k]
+
+    def indices(self, batch):
+        """Sequence indices of run-wide batch number `batch`."""
+        positions = np.arange(batch * self.batch_size, (batch + 1) * self.batch_size)
+        return np.array([self.order(int(p // self.count))[p % self.count] for p in positions])
+
+    def __getitem__(self, index):
+        if not 0 <= index < self.total:
+            raise IndexError(f"batch {index} out of range for {self.total} batches")
+        chosen = self.indices(self.first_batch + index)
+        frames = np.concatenate([self.sequences[int(j)][0] for j in chosen])
+        return frames, np.zeros((len(chosen), 1), np.float32)
+
+
+def pass_order(count, seed, k):
+    """Permutation of range(count) for pass k over the data, from (seed, k) only.
+
+    The same orders as SequenceGenerator(shuffle=True, seed=seed) uses for its
+    epochs: pass 0 is `starting_point.data_order(count, seed)`, pass k
+    `data_order(count, seed, epoch=k)`.
+    """
+    from prednet_keras import starting_point
+
+    return starting_point.data_order(count, seed, epoch=k if k else None)
+
+
+# -- Keras pieces -------------------------------------------------------------
+
+
+@keras.saving.register_keras_serializable(package="prednet_keras")
+class LastBatchLoss(keras.metrics.Metric):
+    """The loss of the last batch alone (Keras' "loss" log is the running mean
+    of the epoch); history.csv records it as the per-step loss.
+
+    The training model is trained with MAE against zeros, so the loss is
+    mean(|y_pred - y_true|).
+    """
+
+    def __init__(self, name="batch_loss", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.value = self.add_variable(shape=(), initializer="zeros", name="value")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_pred = keras.ops.convert_to_tensor(y_pred)
+        y_true = keras.ops.cast(y_true, y_pred.dtype)
+        self.value.assign(keras.ops.cast(keras.ops.mean(keras.ops.abs(y_pred - y_true)), self.value.dtype))
+
+    def result(self):
+        return keras.ops.convert_to_tensor(self.value)
+
+    def reset_state(self):
+        self.value.assign(0.0)
+
+
+class RunRecorder(keras.callbacks.Callback):
+    """Writes history rows, checkpoints every completed epoch, keeps the best model.
+
+    End of epoch e, in this order: checkpoint (weights + optimizer) written
+    atomically; state.json (names that checkpoint) written atomically; the
+    best model exported if e improved it; older checkpoints removed; loss.png
+    redrawn. A kill at any point leaves a state.json naming a complete
+    checkpoint; if it strikes between state.json and model.keras, resuming
+    re-exports model.keras from the checkpoint (then the same weights).
+
+    Args:
+        folder: the RunFolder.
+        export_model: the uncompiled model sharing the trained layers (what
+            model.keras holds).
+        monitor: "val_loss" or "loss".
+        best: (epoch, value) of the best epoch so far, or None.
+        steps_per_epoch: steps per epoch (for global step numbers).
+        config: the resolved TrainConfig (for the learning rate).
+    """
+
+    def __init__(self, folder, export_model, monitor, best, steps_per_epoch, config):
+        super().__init__()
+        self.folder = folder
+        self.export_model = export_model
+        self.monitor = monitor
+        self.best_epoch, self.best_value = best if best else (None, math.inf)
+        self.steps_per_epoch = steps_per_epoch
+        self.config = config
+        self.history = folder.open_history()
+        self.diverged = None
+        self.epochs_completed = None
+        self.improved = False
+        self._epoch = 0
+        self._epoch_start = time.perf_counter()
+        self._kill_at = _parse_kill_at(os.environ.get(KILL_AT_ENV))
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+        self._epoch_start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        logs = logs or {}
+        loss = float(logs.get("batch_loss", logs.get("loss", math.nan)))
+        epoch = self._epoch + 1
+        self.history.write(
+            kind="step",
+            epoch=epoch,
+            step=batch + 1,
+            global_step=(epoch - 1) * self.steps_per_epoch + batch + 1,
+            loss=loss,
+            lr=learning_rate_at(epoch - 1, self.config),
+            seconds=round(time.perf_counter() - self._epoch_start, 4),
+        )
+        if not math.isfinite(loss):
+            self.diverged = (epoch, batch + 1)
+            self.model.stop_training = True
+        if self._kill_at == (epoch, batch + 1):
+            self.history.close()
+            os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if self.diverged:
+            return
+        done = epoch + 1
+        loss = float(logs.get("loss", math.nan))
+        val_loss = logs.get("val_loss")
+        val_loss = None if val_loss is None else float(val_loss)
+        self.history.write(
+            kind="epoch",
+            epoch=done,
+            step=self.steps_per_epoch,
+            global_step=done * self.steps_per_epoch,
+            loss=loss,
+            val_loss=val_loss,
+            lr=learning_rate_at(epoch, self.config),
+            seconds=round(time.perf_counter() - self._epoch_start, 4),
+        )
+        value = val_loss if self.monitor == "val_loss" else loss
+        if value is not None and not math.isfinite(value):
+            self.diverged = (done, None)
+            self.model.stop_training = True
+            return
+        improved = value is not None and value < self.best_value
+        if improved:
+            self.best_epoch, self.best_value = done, value
+        checkpoint = self.folder.checkpoint_path(done)
+        runs.write_through_temporary(checkpoint, self.model.save_weights)
+        self.folder.write_state(
+            {
+                "epoch": done,
+                "checkpoint": str(checkpoint.relative_to(self.folder.path)),
+                "monitor": self.monitor,
+                "best_epoch": self.best_epoch,
+                "best_value": self.best_value if self.best_epoch else None,
+                "loss": loss,
+                "val_loss": val_loss,
+            }
+        )
+        if improved:
+            export_best(self.export_model, self.folder)
+        self.folder.remove_checkpoints_except(checkpoint)
+        self.epochs_completed = done
+        self.improved = improved
+        try:
+            runs.plot_history(self.folder.read_history(), self.folder.loss_plot_path, title=self.folder.path.name)
+        except Exception as error:  # a plot must never stop a run
+            print(f"warning: loss.png not updated ({error})", flush=True)
+
+    def on_train_end(self, logs=None):
+        self.history.close()
+
+
+class ProgressLogger(keras.callbacks.Callback):
+    """A progress bar per epoch (loss and ETA), or with quiet one line per epoch.
+
+    Args:
+        epochs: total epochs.
+        steps_per_epoch: steps per epoch.
+        config: the resolved TrainConfig (for the learning rate).
+        recorder: the RunRecorder (to mark the best epoch).
+        quiet: one log line per epoch instead of a bar.
+    """
+
+    def __init__(self, epochs, steps_per_epoch, config, recorder, quiet=False):
+        super().__init__()
+        self.epochs = epochs
+        self.steps_per_epoch = steps_per_epoch
+        self.config = config
+        self.recorder = recorder
+        # A bar redrawn with carriage returns is noise in a log file.
+        self.quiet = quiet or not _is_terminal(sys.stdout)
+        self.bar = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+        if not self.quiet:
+            lr = learning_rate_at(epoch, self.config)
+            print(f"Epoch {epoch + 1}/{self.epochs} (lr {lr:g})", flush=True)
+            self.bar = keras.utils.Progbar(self.steps_per_epoch, stateful_metrics=["loss", "val_loss"])
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.bar is not None:
+            self.bar.update(batch + 1, [("loss", float((logs or {}).get("loss", math.nan)))])
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        best = " *best*" if getattr(self.recorder, "improved", False) and self.recorder.epochs_completed == epoch + 1 else ""
+        values = [("loss", float(logs.get("loss", math.nan)))]
+        if "val_loss" in logs:
+            values.append(("val_loss", float(logs["val_loss"])))
+        if self.bar is not None:
+            self.bar.update(self.steps_per_epoch, values, finalize=True)
+            if best:
+                print(f"  best so far, saved model.keras", flush=True)
+        else:
+            text = "  ".join(f"{k} {v:.6g}" for k, v in values)
+            lr = learning_rate_at(epoch, self.config)
+            seconds = time.perf_counter() - self._start
+            print(
+                f"epoch {epoch + 1}/{self.epochs}  {text}  lr {lr:g}  {seconds:.1f}s{best}",
+                flush=True,
+            )
+
+
+def _is_terminal(stream):
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _parse_kill_at(text):
+    if not text:
+        return None
+    epoch, step = text.split(":")
+    return int(epoch), int(step)
+
+
+def export_best(export_model, folder):
+    """Writes model.keras (weights and architecture, no optimizer), atomically."""
+    runs.write_through_temporary(folder.model_path, export_model.save)
+
+
+# -- the run ------------------------------------------------------------------
+
+
+def build_model(config, frame_shape, jit_compile):
+    """The compiled training model of a run.
+
+    Args:
+        config: a resolved TrainConfig.
+        frame_shape: (H, W, C) of the frames.
+        jit_compile: Model.compile's jit_compile.
+
+    Returns:
+        (model, prednet_kwargs).
+    """
+    check_frame_size(frame_shape[0], frame_shape[1], config.nb_layers)
+    kwargs = config.prednet_kwargs(frame_shape[2])
+    model = build_training_model(
+        nt=config.nt, frame_shape=tuple(frame_shape), layer_loss_weights=_layer_loss_spec(config.layer_loss), **kwargs
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=config.lr),
+        loss="mean_absolute_error",
+        metrics=[LastBatchLoss()],
+        jit_compile=jit_compile,
+    )
+    return model, kwargs
+
+
+def _layer_loss_spec(value):
+    return value if isinstance(value, str) else list(value)
+
+
+def run_training(run_dir, runtime_record=None, quiet=False):
+    """Trains the run in `run_dir` from its last completed epoch (or from the start).
+
+    The manifest must hold "options" (a TrainConfig dict) and "runtime"
+    ("requested"); this function fills in everything else.
+
+    Args:
+        run_dir: the run folder (as prednet-train creates it).
+        runtime_record: dict with "effective" settings and "fingerprint" of
+            this process (from runtime.configure / runtime.fingerprint).
+        quiet: one line per epoch instead of a progress bar.
+
+    Returns:
+        The manifest's "result" dict.
+    """
+    from prednet_keras import starting_point
+
+    folder = runs.RunFolder(run_dir)
+    manifest = folder.read_manifest()
+    config = TrainConfig.from_dict(manifest["options"]).resolved()
+    runtime_record = runtime_record or {}
+    session = {"started": _now(), "pid": os.getpid(), "backend": keras.backend.backend()}
+    # Each process that worked on the run (the first, then every resume) is
+    # listed; its runtime is spelled out only where it differs from the first's.
+    for key, first in (("effective", (manifest.get("runtime") or {}).get("effective")), ("fingerprint", manifest.get("fingerprint"))):
+        value = runtime_record.get(key)
+        session[key] = "same as the run's" if value is not None and _comparable(value) == _comparable(first) else value
+    folder.remove_temporaries()
+    state = folder.read_state()
+    first_epoch = int(state["epoch"]) if state else 0
+    session["start_epoch"] = first_epoch
+    for earlier in manifest.setdefault("sessions", []):
+        if "ended" not in earlier:
+            # Killed without a chance to say so (SIGKILL, power cut).
+            earlier.setdefault("status", "killed")
+    manifest["sessions"].append(session)
+    manifest["status"] = "running"
+    folder.write_manifest(manifest)
+
+    print(f"Loading data ({'embedded real video' if config.data is None else config.data}) ...", flush=True)
+    train_data, val_data, data_info = load_training_data(config)
+    if "data" in manifest and first_epoch > 0:
+        _check_same_data(manifest["data"], data_info)
+    manifest["data"] = data_info
+
+    from prednet_keras.data import SequenceGenerator
+
+    sequences = SequenceGenerator(train_data, config.nt, batch_size=1, sequence_start_mode="all", shuffle=False)
+    validation = None
+    if val_data is not None:
+        validation = SequenceGenerator(
+            val_data,
+            config.nt,
+            batch_size=config.batch_size,
+            sequence_start_mode="all",
+            N_seq=config.val_sequences,
+            shuffle=False,
+            output_mode="error",
+        )
+    data_info["train"]["sequences"] = len(sequences)
+    if validation is not None:
+        data_info["val"]["sequences"] = int(validation.N_sequences)
+    monitor = "val_loss" if validation is not None else "loss"
+
+    requested = (manifest.get("runtime") or {}).get("requested") or {}
+    jit = jit_compile_for(requested, runtime_record.get("effective") or {})
+    keras.utils.set_random_seed(config.seed)
+    model, prednet_kwargs = build_model(config, train_data.frame_shape, jit)
+    export_model = keras.Model(model.inputs, model.outputs, name="prednet_training")
+
+    initial = manifest.get("initial_weights") or {}
+    if first_epoch == 0:
+        if initial.get("file") and (folder.path / initial["file"]).is_file():
+            # A restart before the first epoch ended: the same starting point as before.
+            starting_point.load_initial_weights(model, folder.path / initial["file"])
+        elif config.init_weights:
+            # Copied in, so the run folder alone says where the run started.
+            shutil.copyfile(config.init_weights, folder.initial_weights_path)
+            loaded = starting_point.load_initial_weights(model, folder.initial_weights_path)
+            initial = {"file": folder.initial_weights_path.name, "from": str(config.init_weights), "seed": loaded["seed"]}
+        else:
+            # save_initial_weights only writes the file; loading it is what
+            # replaces Keras' backend-specific initialisation.
+            starting_point.save_initial_weights(model, folder.initial_weights_path, config.seed)
+            starting_point.load_initial_weights(model, folder.initial_weights_path)
+            initial = {"file": folder.initial_weights_path.name, "from": "seed", "seed": config.seed}
+        initial["checksum"] = starting_point.weights_checksum(model)
+        folder.truncate_history(0)
+        best = None
+    else:
+        # Optimizer variables must exist before load_weights can restore them.
+        model.optimizer.build(model.trainable_variables)
+        model.load_weights(folder.path / state["checkpoint"])
+        folder.truncate_history(first_epoch)
+        best = (state["best_epoch"], state["best_value"]) if state.get("best_epoch") else None
+        if state.get("best_epoch") == first_epoch:
+            export_best(export_model, folder)
+        print(f"Resuming after epoch {first_epoch} of {config.epochs}.", flush=True)
+
+    manifest.update(
+        initial_weights=initial,
+        seeds={"seed": config.seed, "initial_weights": initial.get("seed", config.seed), "data_order": config.seed},
+        model={
+            "name": config.model,
+            "layer": "prednet_keras.layers.lotter.PredNet",
+            "kwargs": {k: list(v) for k, v in prednet_kwargs.items()},
+            "parameters": int(model.count_params()),
+            "frame_shape": list(train_data.frame_shape),
+            "nt": config.nt,
+            "layer_loss_weights": layer_loss_weights_for(_layer_loss_spec(config.layer_loss), config.nb_layers),
+            "time_loss_weights": time_loss_weights_for(config.nt),
+        },
+        schedule={
+            "epochs": config.epochs,
+            "steps_per_epoch": config.steps_per_epoch,
+            "batch_size": config.batch_size,
+            "optimizer": "adam",
+            "lr": config.lr,
+            "lr_drop_epoch": config.lr_drop_epoch,
+            "lr_after_drop": config.lr * config.lr_drop_factor,
+            "loss": "mean_absolute_error of the weighted error vs 0",
+            "monitor": monitor,
+            "jit_compile": jit,
+        },
+    )
+    session["jit_compile"] = jit
+    folder.write_manifest(manifest)
+
+    if first_epoch >= config.epochs:
+        print(f"Nothing to do: {first_epoch} of {config.epochs} epochs already completed.", flush=True)
+        return _finish(folder, manifest, session, state)
+
+    batches = EpochBatches(
+        sequences, config.batch_size, config.steps_per_epoch, first_epoch, config.epochs, config.seed
+    )
+    recorder = RunRecorder(folder, export_model, monitor, best, config.steps_per_epoch, config)
+    callbacks = [
+        keras.callbacks.LearningRateScheduler(lambda epoch, lr=None: learning_rate_at(epoch, config)),
+        recorder,
+        ProgressLogger(config.epochs, config.steps_per_epoch, config, recorder, quiet=quiet),
+    ]
+    print(
+        f"Training {config.model} ({model.count_params():,} parameters) on {len(sequences)} sequences of "
+        f"{config.nt} frames {'x'.join(map(str, train_data.frame_shape))}, "
+        f"{config.steps_per_epoch} steps of {config.batch_size} per epoch, "
+        f"validation on {validation.N_sequences if validation is not None else 0} sequences; "
+        f"backend {keras.backend.backend()}.",
+        flush=True,
+    )
+    started = time.perf_counter()
+    try:
+        model.fit(
+            batches,
+            epochs=config.epochs,
+            initial_epoch=first_epoch,
+            steps_per_epoch=config.steps_per_epoch,
+            validation_data=validation,
+            callbacks=callbacks,
+            # The order is EpochBatches' own: Keras' shuffle would reorder
+            # batches with Python's random state, which a resumed run cannot replay.
+            shuffle=False,
+            verbose=0,
+        )
+    finally:
+        recorder.history.close()
+        session["seconds"] = round(time.perf_counter() - started, 3)
+        # TensorFlow complains at exit about generator datasets still alive then.
+        del batches
+        gc.collect()
+    if recorder.diverged:
+        epoch, step = recorder.diverged
+        where = f"epoch {epoch}" + (f", step {step}" if step else "")
+        raise TrainingDiverged(
+            f"The loss became NaN or infinite at {where}; the last good epoch is kept in {folder.path} "
+            f"(try a lower --lr)."
+        )
+    return _finish(folder, manifest, session, folder.read_state())
+
+
+def _finish(folder, manifest, session, state):
+    """Records the outcome in the manifest, redraws loss.png, prints a summary."""
+    history = folder.read_history()
+    epochs = [r for r in history if r["kind"] == "epoch"]
+    last = epochs[-1] if epochs else {}
+    result = {
+        "epochs_completed": int(state["epoch"]) if state else 0,
+        "best_epoch": state.get("best_epoch") if state else None,
+        "best_" + (state.get("monitor", "val_loss") if state else "val_loss"): state.get("best_value") if state else None,
+        "final_loss": last.get("loss"),
+        "final_val_loss": last.get("val_loss"),
+        "train_seconds": round(
+            sum(s.get("seconds") or 0.0 for s in manifest.get("sessions", [])), 3
+        ),
+    }
+    session["ended"] = _now()
+    session["end_epoch"] = result["epochs_completed"]
+    manifest["status"] = "complete"
+    manifest["result"] = result
+    folder.write_manifest(manifest)
+    if history:
+        runs.plot_history(history, folder.loss_plot_path, title=folder.path.name)
+    best = result.get("best_epoch")
+    print(
+        f"Done: {result['epochs_completed']} epochs in {folder.path}"
+        + (f"; best epoch {best} ({state['monitor']} {state['best_value']:.6g}) in {folder.model_path}" if best else ""),
+        flush=True,
+    )
+    return result
+
+
+def _comparable(record):
+    """A runtime record without what differs between any two processes."""
+    if not isinstance(record, dict):
+        return record
+    volatile = ("pid", "hostname", "cpu_ids")
+    return {k: _comparable(v) for k, v in record.items() if k not in volatile}
+
+
+def _check_same_data(recorded, current):
+    for split, info in current.items():
+        before = (recorded.get(split) or {}).get("checksum")
+        if before and before != info["checksum"]:
+            raise ValueError(
+                f"The {split} data changed since this run started (checksum {before[:19]}... is now "
+                f"{info['checksum'][:19]}...); resume with the same data, or start a new run."
+            )
+
+
+def _now():
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def mark_stopped(run_dir, status, error=None):
+    """Records how a training process ended early ("interrupted" or "failed").
+
+    Args:
+        run_dir: the run folder.
+        status: the new status.
+        error: one-line description, for "failed".
+    """
+    folder = runs.RunFolder(run_dir)
+    try:
+        manifest = folder.read_manifest()
+    except runs.RunFolderError:
+        return
+    manifest["status"] = status
+    if error:
+        manifest["error"] = error
+    if manifest.get("sessions"):
+        manifest["sessions"][-1]["ended"] = _now()
+        manifest["sessions"][-1]["end_epoch"] = folder.completed_epochs()
+        manifest["sessions"][-1]["status"] = status
+    folder.write_manifest(manifest)

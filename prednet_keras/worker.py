@@ -1,0 +1,153 @@
+"""The training process, and how the CLI starts it.
+
+Backend, threads and determinism are fixed when the framework is imported, and
+`import prednet_keras` imports Keras; so `prednet-train` validates its options,
+writes the run folder's manifest, and trains in a fresh process:
+
+    python -m prednet_keras.worker train RUN_DIR [--quiet]
+
+started with `runtime.environment_for(config)` in its environment, so the
+framework comes up configured; the process then calls `runtime.configure` before
+building anything. Its output goes straight to the terminal; its exit status is
+the command's: 0 done, 1 error (one line for user errors; a traceback for bugs,
+or for everything with PREDNET_DEBUG=1), 130 interrupted.
+"""
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+
+__all__ = ["EXIT_INTERRUPTED", "launch", "main"]
+
+EXIT_INTERRUPTED = 130
+
+
+def launch(run_dir, runtime_config, quiet=False):
+    """Runs the training process for `run_dir` and waits for it.
+
+    Ctrl-C reaches the child too (same process group); this process waits for
+    the child to record the interruption instead of dying first.
+
+    Args:
+        run_dir: the run folder (its manifest must exist).
+        runtime_config: the runtime.RuntimeConfig asked for.
+        quiet: one log line per epoch instead of a progress bar.
+
+    Returns:
+        The child's exit status.
+    """
+    from prednet_keras import runtime
+
+    env = dict(os.environ)
+    env.update({key: str(value) for key, value in runtime.environment_for(runtime_config).items()})
+    command = [sys.executable, "-m", "prednet_keras.worker", "train", os.fspath(run_dir)]
+    if quiet:
+        command.append("--quiet")
+    child = subprocess.Popen(command, env=env)
+    while True:
+        try:
+            code = child.wait()
+            break
+        except KeyboardInterrupt:
+            continue
+    # A child killed by a signal reports -N; shells say 128 + N.
+    return 128 - code if code < 0 else code
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _user_errors():
+    from prednet_keras.cli.common import USER_ERRORS
+    from prednet_keras.runtime import RuntimeSetupError
+
+    return tuple(USER_ERRORS) + (RuntimeSetupError,)
+
+
+def _one_line(error):
+    from prednet_keras.cli.common import _one_line
+
+    return _one_line(error)
+
+
+def train_main(run_dir, quiet=False):
+    """Configures the runtime from the run's manifest and trains.
+
+    Args:
+        run_dir: the run folder.
+        quiet: one log line per epoch.
+
+    Returns:
+        The exit status.
+    """
+    from prednet_keras import runs
+
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    folder = runs.RunFolder(run_dir)
+    try:
+        from prednet_keras import runtime
+
+        manifest = folder.read_manifest()
+        config = runtime.RuntimeConfig.from_dict(manifest["runtime"]["requested"])
+        # Refuses (RuntimeSetupError) when a requested setting is not in force,
+        # e.g. a GPU asked for and not visible.
+        effective = runtime.configure(config)
+        record = {"effective": effective, "fingerprint": runtime.fingerprint()}
+        if not manifest["runtime"].get("effective"):
+            manifest["runtime"]["effective"] = effective
+            manifest["fingerprint"] = record["fingerprint"]
+            folder.write_manifest(manifest)
+
+        from prednet_keras import train
+
+        train.run_training(run_dir, record, quiet=quiet)
+        return 0
+    except KeyboardInterrupt:
+        from prednet_keras import train
+
+        train.mark_stopped(run_dir, "interrupted")
+        done = folder.completed_epochs()
+        print(
+            f"\nInterrupted with {done} epoch{'s' if done != 1 else ''} completed; continue with:\n"
+            f"  prednet-train --resume --output {folder.path}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_INTERRUPTED
+    except _user_errors() as error:
+        from prednet_keras import train
+
+        message = _one_line(error)
+        train.mark_stopped(run_dir, "failed", message)
+        if os.environ.get("PREDNET_DEBUG"):
+            raise
+        print(f"Error: {message}", file=sys.stderr, flush=True)
+        return 1
+    except Exception as error:
+        from prednet_keras import train
+
+        train.mark_stopped(run_dir, "failed", f"{type(error).__name__}: {_one_line(error)}")
+        raise
+
+
+def main(argv=None):
+    """Entry point of `python -m prednet_keras.worker`."""
+    parser = argparse.ArgumentParser(prog="python -m prednet_keras.worker")
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train", help="train the run in RUN_DIR from its last completed epoch")
+    train.add_argument("run_dir")
+    train.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    return train_main(args.run_dir, quiet=args.quiet)
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Every file of the run is complete by now; skipping interpreter teardown
+    # spares TensorFlow's noise about generator datasets finalized at exit.
+    os._exit(code)

@@ -1,0 +1,131 @@
+"""prednet-eval end to end: scores equal a direct computation, files, comparisons, refusals."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from prednet_keras.cli.eval import main as eval_main
+
+
+def _invoke(args):
+    return CliRunner().invoke(eval_main, [str(a) for a in args])
+
+
+def _direct_predictions(model_path, nt, size, extrap_start=None, data=None):
+    """Predictions and frames computed without prednet-eval's code paths."""
+    import keras
+
+    import prednet_keras
+    from prednet_keras import data as pdata
+
+    frames = pdata.load_frames(data or pdata.embedded_dataset("test"), size=size)
+    X = pdata.SequenceGenerator(frames, nt, sequence_start_mode="unique", output_mode="prediction").create_all()
+    trained = keras.saving.load_model(model_path)
+    predictor = prednet_keras.build_prediction_model(trained, nt=nt, extrap_start_time=extrap_start)
+    return X, np.asarray(predictor.predict(X, verbose=0))
+
+
+def test_scores_match_a_direct_computation(trained_run):
+    folder, _ = trained_run
+    result = _invoke([folder])
+    assert result.exit_code == 0, result.output
+    out = folder / "eval"
+    scores = json.loads((out / "prediction_scores.json").read_text())
+
+    X, Xhat = _direct_predictions(folder / "model.keras", 4, (32, 32))
+    mse_model = np.mean((X[:, 1:] - Xhat[:, 1:]) ** 2)
+    mse_prev = np.mean((X[:, :-1] - X[:, 1:]) ** 2)
+    assert scores["sequences"] == len(X) == 120 // 4
+    assert scores["mse_model"] == pytest.approx(mse_model, rel=1e-5)
+    assert scores["mse_prev"] == pytest.approx(mse_prev, rel=1e-6)
+    per_step = [np.mean((X[:, t] - Xhat[:, t]) ** 2) for t in range(4)]
+    assert scores["per_step"]["mse_model"] == pytest.approx(per_step, rel=1e-5)
+    assert scores["per_step"]["mse_prev"][0] is None
+
+    from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+    ssim = np.mean([structural_similarity(X[i, t], Xhat[i, t], data_range=1.0, channel_axis=-1)
+                    for i in range(len(X)) for t in range(1, 4)])
+    psnr = np.mean([peak_signal_noise_ratio(X[i, t], Xhat[i, t], data_range=1.0)
+                    for i in range(len(X)) for t in range(1, 4)])
+    assert scores["ssim_model"] == pytest.approx(ssim, rel=1e-4)
+    assert scores["psnr_model"] == pytest.approx(psnr, rel=1e-4)
+
+    text = (out / "prediction_scores.txt").read_text().splitlines()
+    assert text[0] == f"Model MSE: {scores['mse_model']:f}"
+    assert text[1] == f"Previous Frame MSE: {scores['mse_prev']:f}"
+    plots = sorted(p.name for p in (out / "prediction_plots").iterdir())
+    assert len(plots) == 10 and all(p.endswith(".png") for p in plots)
+    assert (out / "per_step.png").stat().st_size > 0
+    assert scores["model"]["checksum"].startswith("sha256:")
+    assert "MSE" in result.output and str(out) in result.output
+
+    again = _invoke([folder])
+    assert again.exit_code != 0 and "exists; pass --overwrite" in again.output
+    assert json.loads((out / "prediction_scores.json").read_text()) == scores
+
+
+def test_extrapolation_and_other_data(trained_run, tiny_npz, tmp_path):
+    folder, _ = trained_run
+    result = _invoke([folder / "model.keras", "--extrap-start", "2", "--data", tiny_npz, "--plots", "2", "-o", tmp_path / "ex"])
+    assert result.exit_code == 0, result.output
+    scores = json.loads((tmp_path / "ex" / "prediction_scores.json").read_text())
+    X, Xhat = _direct_predictions(folder / "model.keras", 4, (32, 32), extrap_start=2, data=tiny_npz)
+    extrap = scores["extrapolation"]
+    assert extrap["start"] == 2 and extrap["steps"] == 2
+    assert extrap["mse_model"] == pytest.approx(np.mean((X[:, 2:] - Xhat[:, 2:]) ** 2), rel=1e-5)
+    assert extrap["mse_last_seen"] == pytest.approx(np.mean((X[:, 2:] - X[:, 1:2]) ** 2), rel=1e-6)
+    assert scores["data"]["source"] == str(tiny_npz)
+    assert len(list((tmp_path / "ex" / "prediction_plots").iterdir())) == 2
+
+    bad = _invoke([folder, "--extrap-start", "4", "-o", tmp_path / "bad"])
+    assert bad.exit_code != 0 and "--extrap-start 4 leaves nothing to extrapolate" in bad.output
+
+
+def test_folder_of_runs_gives_a_comparison(trained_run, tmp_path):
+    folder, _ = trained_run
+    weights = tmp_path / "weights"
+    for name in ("first", "second"):
+        shutil.copytree(folder, weights / name, ignore=shutil.ignore_patterns("eval*"))
+    (weights / "notes").mkdir()
+    result = _invoke([weights, "--plots", "1"])
+    assert result.exit_code == 0, result.output
+    comparison = weights / "eval-comparison"
+    rows = json.loads((comparison / "comparison.json").read_text())
+    assert sorted(r["model"] for r in rows) == ["first", "second"]
+    assert rows[0]["mse_model"] == pytest.approx(rows[1]["mse_model"])
+    for name in ("comparison.txt", "comparison.csv", "comparison.png"):
+        assert (comparison / name).stat().st_size > 0
+    for name in ("first", "second"):
+        assert (weights / name / "eval" / "prediction_scores.json").is_file()
+    assert "mse_model" in result.output and "first" in result.output
+
+
+def _file(path, content):
+    path.write_bytes(content)
+    return path
+
+
+def _folder(path):
+    path.mkdir()
+    return path
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: p / "missing", "no such file or folder"),
+        (lambda p: _file(p / "notes.txt", b"x"), "not a .keras model file"),
+        (lambda p: _folder(p / "empty"), "neither a run folder"),
+        (lambda p: _file(p / "broken.keras", b"truncated"), "not a Keras 3 .keras file"),
+    ],
+)
+def test_bad_model_arguments_are_one_clear_line(tmp_path, make, message):
+    result = _invoke([make(tmp_path)])
+    assert result.exit_code != 0
+    assert message in result.output, result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1

@@ -1,0 +1,150 @@
+"""The run folder, the training config and the order of training batches (no training)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from prednet_keras import runs
+from prednet_keras.train import EpochBatches, TrainConfig, learning_rate_at, pass_order
+
+
+def test_atomic_write_replaces_whole_file(tmp_path):
+    target = tmp_path / "x.json"
+    runs.atomic_write_json(target, {"a": 1, "inf": float("inf")})
+    assert json.loads(target.read_text()) == {"a": 1, "inf": None}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_interrupted_write_keeps_old_file_and_leaves_no_temporary(tmp_path):
+    target = tmp_path / "model.keras"
+    target.write_bytes(b"complete old model")
+
+    def crash_midway(temporary):
+        with open(temporary, "wb") as handle:
+            handle.write(b"half a mod")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        runs.write_through_temporary(target, crash_midway)
+    assert target.read_bytes() == b"complete old model"
+    assert [p.name for p in tmp_path.iterdir()] == ["model.keras"]
+
+
+def test_temporary_keeps_the_suffix_keras_needs(tmp_path):
+    seen = []
+    runs.write_through_temporary(tmp_path / "checkpoints" / "epoch-0001.weights.h5", lambda p: (seen.append(p), open(p, "wb").close()))
+    assert seen[0].endswith(".weights.h5")
+    assert (tmp_path / "checkpoints" / "epoch-0001.weights.h5").is_file()
+
+
+def test_history_round_trip_and_truncation(tmp_path):
+    folder = runs.RunFolder(tmp_path)
+    with folder.open_history() as history:
+        for epoch in (1, 2):
+            history.write(kind="step", epoch=epoch, step=1, global_step=epoch, loss=0.5 / epoch, lr=1e-3)
+            history.write(kind="epoch", epoch=epoch, step=1, global_step=epoch, loss=0.5 / epoch, val_loss=0.6, lr=1e-3)
+        history.write(kind="step", epoch=3, step=1, global_step=3, loss=0.1, lr=1e-4)
+    rows = folder.read_history()
+    assert len(rows) == 5 and rows[0]["val_loss"] is None and rows[1]["val_loss"] == 0.6
+    kept = folder.truncate_history(2)
+    assert [r["epoch"] for r in kept] == [1, 1, 2, 2]
+    assert folder.read_history() == kept
+
+
+def test_new_run_refuses_existing_run_and_foreign_folders(tmp_path):
+    run = runs.RunFolder(tmp_path / "run")
+    run.create()
+    run.write_manifest({"status": "complete"})
+    with pytest.raises(runs.RunFolderError, match="--resume.*--overwrite"):
+        run.check_new(overwrite=False)
+    run.check_new(overwrite=True)
+
+    foreign = tmp_path / "photos"
+    foreign.mkdir()
+    (foreign / "holiday.jpg").write_bytes(b"x")
+    with pytest.raises(runs.RunFolderError, match="not a run folder"):
+        runs.RunFolder(foreign).create(overwrite=True)
+    assert (foreign / "holiday.jpg").exists()
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    runs.RunFolder(empty).check_new()
+
+
+def test_find_runs(tmp_path):
+    for name in ("b", "a"):
+        runs.RunFolder(tmp_path / name).create()
+        runs.RunFolder(tmp_path / name).write_manifest({})
+    (tmp_path / "notes").mkdir()
+    assert [p.name for p in runs.find_runs(tmp_path)] == ["a", "b"]
+    assert runs.find_runs(tmp_path / "a") == [tmp_path / "a"]
+    assert runs.find_runs(tmp_path / "notes") == []
+
+
+def test_state_must_name_an_existing_checkpoint(tmp_path):
+    folder = runs.RunFolder(tmp_path)
+    assert folder.read_state() is None and folder.completed_epochs() == 0
+    folder.write_state({"epoch": 3, "checkpoint": "checkpoints/epoch-0003.weights.h5"})
+    with pytest.raises(runs.RunFolderError, match="missing"):
+        folder.read_state()
+
+
+class _Sequences:
+    """Stands in for a SequenceGenerator with batch_size=1: item j is sequence j."""
+
+    def __init__(self, count):
+        self.count = count
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, j):
+        return np.full((1, 2, 1, 1, 1), j, np.float32), np.zeros((1, 1), np.float32)
+
+
+def test_batches_depend_only_on_seed_and_global_position():
+    sequences = _Sequences(7)
+    whole = EpochBatches(sequences, batch_size=3, steps_per_epoch=2, first_epoch=0, epochs=5, seed=4)
+    resumed = EpochBatches(sequences, batch_size=3, steps_per_epoch=2, first_epoch=3, epochs=5, seed=4)
+    assert len(whole) == 10 and len(resumed) == 4
+    for i in range(4):
+        np.testing.assert_array_equal(resumed[i][0], whole[6 + i][0])
+    # Every pass over the data visits each sequence once, in a seeded order.
+    stream = np.concatenate([whole.indices(b) for b in range(7)])[:21]
+    for k in range(3):
+        np.testing.assert_array_equal(stream[7 * k : 7 * (k + 1)], pass_order(7, 4, k))
+        assert sorted(stream[7 * k : 7 * (k + 1)]) == list(range(7))
+    other_seed = EpochBatches(sequences, batch_size=3, steps_per_epoch=2, first_epoch=0, epochs=5, seed=5)
+    assert not all(np.array_equal(whole.indices(b), other_seed.indices(b)) for b in range(3))
+
+
+def test_config_defaults_are_the_kitti_recipe():
+    config = TrainConfig().resolved()
+    assert (config.nt, config.batch_size, config.epochs, config.steps_per_epoch) == (10, 4, 150, 125)
+    assert (config.lr, config.lr_drop_epoch, config.layer_loss, config.val_sequences) == (1e-3, 75, "L_0", 100)
+    assert learning_rate_at(74, config) == 1e-3 and learning_rate_at(75, config) == pytest.approx(1e-4)
+    kwargs = config.prednet_kwargs(3)
+    assert kwargs["stack_sizes"] == (3, 48, 96, 192) and kwargs["A_filt_sizes"] == (3, 3, 3)
+    assert TrainConfig().prednet_kwargs(1)["stack_sizes"][0] == 1
+    assert TrainConfig.from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"size": (30, 40)}, "not divisible"),
+        ({"layer_loss": (1.0, 0.5)}, "2 values but the model has 4"),
+        ({"stack_sizes": (3, 8), "r_stack_sizes": (3,)}, "--r-stack-sizes has 1"),
+        ({"filter_size": 4}, "odd"),
+        ({"model": "resnet"}, "--model"),
+    ],
+)
+def test_config_errors_name_the_option(changes, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**changes).resolved()
+
+
+def test_stack_sizes_must_match_the_frames():
+    with pytest.raises(ValueError, match="3 channel"):
+        TrainConfig(stack_sizes=(1, 4)).prednet_kwargs(3)

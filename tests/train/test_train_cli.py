@@ -1,0 +1,207 @@
+"""prednet-train end to end: the run folder, resume after a kill, and refusals."""
+
+import importlib.util
+import json
+import shutil
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from prednet_keras import runs
+from prednet_keras.starting_point import read_initial_weights
+from prednet_keras.cli.train import main as train_main
+from tests.train.conftest import TINY, train
+
+
+def _history(folder):
+    return runs.RunFolder(folder).read_history()
+
+
+def _without_timing(rows):
+    return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
+
+
+def test_run_folder_holds_everything(trained_run):
+    folder, result = trained_run
+    names = {p.name for p in folder.iterdir()}
+    assert {"manifest.json", "history.csv", "model.keras", "state.json", "loss.png", "initial_weights.h5"} <= names
+    assert [p.name for p in (folder / "checkpoints").iterdir()] == ["epoch-0002.weights.h5"]
+    assert not [n for n in names if ".tmp" in n]
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    options = manifest["options"]
+    assert (options["nt"], options["epochs"], options["steps_per_epoch"], options["batch_size"]) == (4, 2, 2, 2)
+    assert options["lr_drop_epoch"] == 1 and options["stack_sizes"] == [3, 4, 8]
+    assert manifest["runtime"]["requested"]["deterministic"] is True
+    assert manifest["runtime"]["effective"]["deterministic"] is True
+    assert manifest["runtime"]["effective"]["device"] == "cpu"
+    assert "cpu" in manifest["fingerprint"] and "packages" in manifest["fingerprint"]
+    assert manifest["seeds"] == {"seed": 0, "initial_weights": 0, "data_order": 0}
+    # The model started from the seed's numpy weights, not Keras' own initialisation.
+    _, info = read_initial_weights(folder / "initial_weights.h5")
+    assert manifest["initial_weights"]["checksum"] == info["checksum"] and info["seed"] == 0
+    assert manifest["data"]["train"]["checksum"].startswith("sha256:")
+    assert manifest["data"]["val"]["sequences"] == 4
+    # 48 frames, the last quarter held out for validation
+    assert manifest["data"]["train"]["frames"] == 36 and manifest["data"]["val"]["frames"] == 12
+    assert manifest["model"]["kwargs"]["stack_sizes"] == [3, 4, 8]
+    assert manifest["result"]["epochs_completed"] == 2
+
+    rows = _history(folder)
+    assert [(r["kind"], r["epoch"], r["step"]) for r in rows] == [
+        ("step", 1, 1), ("step", 1, 2), ("epoch", 1, 2), ("step", 2, 1), ("step", 2, 2), ("epoch", 2, 2),
+    ]
+    epochs = [r for r in rows if r["kind"] == "epoch"]
+    assert all(r["val_loss"] > 0 for r in epochs)
+    assert [r["lr"] for r in epochs] == [1e-3, pytest.approx(1e-4)]
+    # The epoch's loss is the mean of its steps' losses.
+    for epoch in (1, 2):
+        steps = [r["loss"] for r in rows if r["kind"] == "step" and r["epoch"] == epoch]
+        assert np.mean(steps) == pytest.approx(epochs[epoch - 1]["loss"], rel=1e-5)
+    # --quiet: one line per epoch, no progress bar.
+    assert result.stdout.count("epoch 1/2") == 1 and result.stdout.count("epoch 2/2") == 1
+    assert "━" not in result.stdout
+
+
+def test_best_model_loads_and_is_the_best_epoch(trained_run):
+    import keras
+
+    import prednet_keras  # noqa: F401
+
+    folder, _ = trained_run
+    model = keras.saving.load_model(folder / "model.keras")
+    assert getattr(model, "optimizer", None) is None  # model.keras carries no optimizer state
+    state = json.loads((folder / "state.json").read_text())
+    best = min((r for r in _history(folder) if r["kind"] == "epoch"), key=lambda r: r["val_loss"])
+    assert state["best_epoch"] == best["epoch"]
+
+
+def test_resume_after_a_kill_continues_the_same_history(trained_run, weights_dir, tiny_npz):
+    reference, _ = trained_run
+    folder = weights_dir / "killed"
+    args = TINY + ["--data", tiny_npz, "--quiet", "-o", folder]
+    killed = train(args, env={"PREDNET_TEST_KILL_AT": "2:1"})
+    assert killed.returncode == 137, killed.stderr
+    assert runs.RunFolder(folder).completed_epochs() == 1
+    # A step of epoch 2 was recorded before the kill; resuming drops it.
+    assert _history(folder)[-1]["epoch"] == 2
+    assert json.loads((folder / "manifest.json").read_text())["status"] == "running"
+
+    resumed = train(["--resume", "--quiet", "-o", folder])
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Resuming after epoch 1 of 2" in resumed.stdout
+    assert _without_timing(_history(folder)) == _without_timing(_history(reference))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert [s["start_epoch"] for s in manifest["sessions"]] == [0, 1]
+    assert manifest["sessions"][0]["status"] == "killed" and manifest["sessions"][1]["end_epoch"] == 2
+    # The first process had PREDNET_TEST_KILL_AT set, so its environment differs.
+    assert manifest["sessions"][1]["effective"]["backend"] == "tensorflow"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+def test_another_backend_starts_alike_and_follows_the_same_path(trained_run, weights_dir, tiny_npz):
+    reference, _ = trained_run
+    folder = weights_dir / "torch"
+    result = train(TINY + ["--data", tiny_npz, "--backend", "torch", "--quiet", "-o", folder])
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["runtime"]["effective"]["backend"] == "torch"
+    reference_manifest = json.loads((reference / "manifest.json").read_text())
+    assert manifest["initial_weights"]["checksum"] == reference_manifest["initial_weights"]["checksum"]
+    ours, theirs = _history(folder), _history(reference)
+    assert [(r["kind"], r["epoch"], r["step"]) for r in ours] == [(r["kind"], r["epoch"], r["step"]) for r in theirs]
+    # Same weights, same batches: only float rounding separates the backends.
+    for a, b in zip(ours, theirs):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4)
+
+
+def test_default_data_is_the_embedded_video_and_overwrite_replaces(tmp_path):
+    folder = tmp_path / "embedded"
+    old = runs.RunFolder(folder)
+    old.create()
+    old.write_manifest({"status": "complete", "options": {}})
+    (folder / "model.keras").write_bytes(b"old model")
+    result = train(
+        ["--size", "32x32", "--stack-sizes", "3,4,8", "--nt", "4", "--epochs", "1", "--steps-per-epoch", "1",
+         "--batch-size", "1", "--val-sequences", "2", "--lr", "0.002", "--overwrite", "-o", folder]
+    )
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["data"]["train"]["source"] == "embedded:train"
+    assert manifest["data"]["val"]["source"] == "embedded:val"
+    assert manifest["data"]["train"]["frame_shape"] == [32, 32, 3]
+    assert manifest["options"]["lr"] == 0.002 and manifest["schedule"]["lr_drop_epoch"] == 0
+    assert (folder / "model.keras").read_bytes() != b"old model"
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU may be visible here")
+def test_missing_gpu_is_an_error_not_a_cpu_run(tmp_path):
+    folder = tmp_path / "gpu"
+    result = train(TINY + ["--size", "32x32", "--device", "gpu", "-o", folder])
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "GPU" in errors[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not folder.exists()  # nothing was trained: nothing left to block the next try
+
+
+def test_bad_data_file_is_one_line(tmp_path):
+    bad = tmp_path / "frames.npz"
+    bad.write_text("not an archive")
+    result = train(TINY + ["--data", bad, "-o", tmp_path / "run"])
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert sum(line.startswith("Error:") for line in result.stderr.splitlines()) == 1, result.stderr
+
+
+def _invoke(args):
+    return CliRunner().invoke(train_main, [str(a) for a in args])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--size", "30x30", "--stack-sizes", "3,4,8"], "not divisible by 2**2"),
+        (["--size", "big"], "not a frame size"),
+        (["--stack-sizes", "3,x"], "comma-separated list of integers"),
+        (["--layer-loss", "1,0.5"], "2 values but the model has 4 layers"),
+        (["--layer-loss", "L_2"], "L_0, L_all"),
+        (["--nt", "1"], "--nt"),
+        (["--backend", "theano"], "theano"),
+        (["--device", "tpu"], "Unknown device"),
+        (["--data", "/no/such/frames"], "no such file"),
+        (["--init-weights", "/no/such/weights.h5"], "no such file"),
+        (["--resume"], "--resume needs --output"),
+        (["--resume", "--overwrite", "-o", "x"], "contradict"),
+    ],
+)
+def test_bad_options_are_one_clear_line(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    result = _invoke(args)
+    assert result.exit_code != 0
+    assert message in result.output, result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "weights").exists()
+
+
+def test_existing_run_is_never_overwritten(trained_run):
+    folder, _ = trained_run
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    result = _invoke(TINY + ["-o", folder])
+    assert result.exit_code != 0
+    assert "already holds a run (2 epochs completed)" in result.output
+    assert "--resume" in result.output and "--overwrite" in result.output
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+
+
+def test_resume_refuses_changed_options_and_missing_runs(trained_run, tmp_path):
+    folder, _ = trained_run
+    result = _invoke(["--resume", "-o", folder, "--lr", "0.01"])
+    assert result.exit_code != 0 and "--lr 0.01 differs from this run's 0.001" in result.output
+    result = _invoke(["--resume", "-o", folder, "--epochs", "1"])
+    assert result.exit_code != 0 and "fewer than the 2 already completed" in result.output
+    result = _invoke(["--resume", "-o", tmp_path / "nothing"])
+    assert result.exit_code != 0 and "Nothing to resume" in result.output
