@@ -1,0 +1,159 @@
+"""The report's PNG plots: loss curves with bands, the final metric per
+configuration (points over a box, like the paper's figure), divergence curves.
+
+matplotlib's object API (Figure, no pyplot) with the Agg canvas: no display,
+no global state shared with other plots in the process.
+"""
+
+import numpy as np
+
+from prednet_keras import runs as run_folders
+
+__all__ = ["draw_all", "plot_divergence", "plot_final_metric", "plot_loss_curves"]
+
+
+def _figure(width, height):
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100)
+
+
+def _save(figure, path):
+    figure.tight_layout()
+    run_folders.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+
+
+def _colors(count):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if count <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(count)]
+
+
+def plot_loss_curves(configs, edges, curves, path, title=None):
+    """Mean training loss per configuration over steps, with a +/- 1 SD band over seeds.
+
+    Args:
+        configs: configuration records (id, label), in legend order.
+        edges: bin edges (global steps) the curves were averaged over.
+        curves: {config id: {seed: binned curve}}.
+        path: the PNG to write.
+        title: plot title.
+    """
+    figure = _figure(8, 4.8)
+    axes = figure.subplots()
+    centres = (np.asarray(edges[:-1]) + np.asarray(edges[1:])) / 2
+    positive = True
+    for config, color in zip(configs, _colors(len(configs))):
+        per_seed = curves.get(config["id"]) or {}
+        if not per_seed:
+            continue
+        stack = np.vstack(list(per_seed.values()))
+        mean = stack.mean(axis=0)
+        axes.plot(centres, mean, color=color, linewidth=1.4, label=f"{config['id']} (n={len(stack)})")
+        if len(stack) > 1:
+            sd = stack.std(axis=0, ddof=1)
+            axes.fill_between(centres, mean - sd, mean + sd, color=color, alpha=0.2, linewidth=0)
+            positive &= bool(np.all(mean - sd > 0))
+        positive &= bool(np.all(mean > 0))
+    if positive:
+        axes.set_yscale("log")
+    axes.set_xlabel("training step")
+    axes.set_ylabel("training loss (mean over seeds, band: +/- 1 SD)")
+    axes.set_title(title or "Loss curves per configuration", fontsize=10)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    _save(figure, path)
+
+
+def plot_final_metric(configs, values, metric, path, title=None, seed=0):
+    """The metric of every seed per configuration: points (jittered) over a box.
+
+    Args:
+        configs: configuration records (id, label).
+        values: {config id: per-seed values}.
+        metric: the metric's name (y label).
+        path: the PNG to write.
+        title: plot title.
+        seed: seed of the horizontal jitter.
+    """
+    figure = _figure(max(5.0, 1.1 * len(configs) + 2.5), 4.8)
+    axes = figure.subplots()
+    data = [np.asarray(values.get(c["id"], []), dtype=float) for c in configs]
+    positions = np.arange(1, len(configs) + 1)
+    boxed = [(p, d) for p, d in zip(positions, data) if d.size]
+    if boxed:
+        axes.boxplot([d for _, d in boxed], positions=[p for p, _ in boxed], widths=0.5, showfliers=False,
+                     medianprops={"color": "black"})
+    rng = np.random.default_rng(seed)
+    for position, d, color in zip(positions, data, _colors(len(configs))):
+        if d.size:
+            axes.scatter(position + rng.uniform(-0.15, 0.15, d.size), d, s=16, color=color, alpha=0.8, zorder=3)
+    axes.set_xticks(positions)
+    axes.set_xticklabels([c["id"] for c in configs])
+    axes.set_ylabel(metric)
+    axes.set_xlabel("configuration (see report.md)")
+    axes.set_title(title or "Final metric per configuration (one point per seed)", fontsize=10)
+    axes.grid(alpha=0.3, axis="y")
+    _save(figure, path)
+
+
+def plot_divergence(divergence, path, title=None):
+    """RMS distance between same-seed trajectories: pairs of configurations
+    (solid), the 1-ulp baseline and replicates of one configuration (dashed).
+
+    Args:
+        divergence: the report's divergence dict (between, baseline, replicates).
+        path: the PNG to write.
+        title: plot title.
+    """
+    figure = _figure(8, 4.8)
+    axes = figure.subplots()
+    items = ([(f"{d['a']} vs {d['b']}", "-", d) for d in divergence.get("between", [])]
+             + [(f"{d['configuration']} nudged", "--", d) for d in divergence.get("baseline", [])]
+             + [(f"{d['configuration']} replicates", ":", d) for d in divergence.get("replicates", [])])
+    positive = True
+    for (label, style, d), color in zip(items, _colors(len(items))):
+        axes.plot(d["steps"], d["median"], style, color=color, label=f"{label} (n={d['n']})")
+        if d["n"] > 1:
+            axes.fill_between(d["steps"], d["q25"], d["q75"], color=color, alpha=0.15, linewidth=0)
+        positive &= all(v > 0 for v in d["median"])
+    if positive and items:
+        axes.set_yscale("log")
+    axes.set_xlabel("training step")
+    axes.set_ylabel("RMS distance (median over seeds, band: quartiles)")
+    axes.set_title(title or "Divergence of same-seed runs", fontsize=10)
+    axes.grid(alpha=0.3)
+    if items:
+        axes.legend(fontsize=8)
+    _save(figure, path)
+
+
+def draw_all(context, folder, prefix=""):
+    """Every plot of one protocol.
+
+    Args:
+        context: the protocol's plot context from report.build_report.
+        folder: the report folder.
+        prefix: file-name prefix (e.g. "P2-" with several protocols).
+
+    Returns:
+        {plot name: file name} of what was written.
+    """
+    written = {}
+    configs = context["configs"]
+    name = f"{prefix}final_metric.png"
+    plot_final_metric(configs, context["values"], context["metric"], folder / name)
+    written["final_metric"] = name
+    if context.get("curves"):
+        name = f"{prefix}loss_curves.png"
+        plot_loss_curves(configs, context["curves"]["edges"], context["curves"]["curves"], folder / name)
+        written["loss_curves"] = name
+    if context.get("divergence"):
+        name = f"{prefix}divergence.png"
+        plot_divergence(context["divergence"], folder / name)
+        written["divergence"] = name
+    return written
