@@ -6,7 +6,9 @@ from prednet_keras import _backend_choice
 
 
 def choose(monkeypatch, tmp_path, installed, keras_json=None, env=None):
-    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    # setenv first so that monkeypatch restores the variable that choose_default_backend sets.
+    monkeypatch.setenv("KERAS_BACKEND", "placeholder")
+    monkeypatch.delenv("KERAS_BACKEND")
     if env:
         monkeypatch.setenv("KERAS_BACKEND", env)
     monkeypatch.setenv("KERAS_HOME", str(tmp_path))

@@ -79,7 +79,8 @@ def test_training_model_round_trips_through_a_keras_file_in_a_fresh_process(trai
     )
     subprocess.run([sys.executable, "-c", script, str(path), str(tmp_path / "frames.npy"), str(tmp_path / "o.npy")],
                    check=True)
-    np.testing.assert_array_equal(np.load(tmp_path / "o.npy"), model.predict(frames, verbose=0))
+    # Same weights and graph; another process may pick other CPU kernels, so round-off is allowed.
+    np.testing.assert_allclose(np.load(tmp_path / "o.npy"), model.predict(frames, verbose=0), rtol=1e-6, atol=1e-7)
 
 
 def test_find_prednet_errors():
