@@ -20,7 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 _backend_choice.choose_default_backend()
 
 from prednet_keras.data import DataError, SequenceGenerator, load_frames, load_mnist
-from prednet_keras.layers import PredNet, PredNetCell, keras2_hard_sigmoid
+from prednet_keras.layers import ChainerPredNet, ChainerPredNetCell, PredNet, PredNetCell, keras2_hard_sigmoid
 from prednet_keras.legacy import load_legacy_weights
 from prednet_keras.models import (
     WeightedError,
@@ -31,6 +31,8 @@ from prednet_keras.models import (
 )
 
 __all__ = [
+    "ChainerPredNet",
+    "ChainerPredNetCell",
     "DataError",
     "SequenceGenerator",
     "load_frames",
