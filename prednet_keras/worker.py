@@ -40,8 +40,9 @@ def launch(run_dir, runtime_config, quiet=False):
     """
     from prednet_keras import runtime
 
-    env = dict(os.environ)
-    env.update({key: str(value) for key, value in runtime.environment_for(runtime_config).items()})
+    # environment_for returns the whole environment, with variables that would
+    # contradict the requested settings removed: use it as is, not merged.
+    env = {key: str(value) for key, value in runtime.environment_for(runtime_config).items()}
     command = [sys.executable, "-m", "prednet_keras.worker", "train", os.fspath(run_dir)]
     if quiet:
         command.append("--quiet")
@@ -101,6 +102,14 @@ def train_main(run_dir, quiet=False):
             manifest["fingerprint"] = record["fingerprint"]
             folder.write_manifest(manifest)
 
+        from prednet_keras.study_train import STUDY_MODELS
+
+        if (manifest.get("options") or {}).get("model") in STUDY_MODELS:
+            from prednet_keras import study_train
+
+            study_train.run_study_training(run_dir, record, quiet=quiet)
+            return 0
+
         from prednet_keras import train
 
         train.run_training(run_dir, record, quiet=quiet)
@@ -109,6 +118,14 @@ def train_main(run_dir, quiet=False):
         from prednet_keras import train
 
         train.mark_stopped(run_dir, "interrupted")
+        if _is_study_run(folder):
+            print(
+                f"\nInterrupted; this model's protocol keeps no checkpoints, so start it again "
+                f"(prednet-train ... --overwrite --output {folder.path}).",
+                file=sys.stderr,
+                flush=True,
+            )
+            return EXIT_INTERRUPTED
         done = folder.completed_epochs()
         print(
             f"\nInterrupted with {done} epoch{'s' if done != 1 else ''} completed; continue with:\n"
@@ -131,6 +148,15 @@ def train_main(run_dir, quiet=False):
 
         train.mark_stopped(run_dir, "failed", f"{type(error).__name__}: {_one_line(error)}")
         raise
+
+
+def _is_study_run(folder):
+    from prednet_keras.study_train import STUDY_MODELS
+
+    try:
+        return (folder.read_manifest().get("options") or {}).get("model") in STUDY_MODELS
+    except Exception:
+        return False
 
 
 def main(argv=None):
