@@ -192,11 +192,88 @@ def predict(model, X, nt=None, extrap_start=None, batch_size=8, jit_compile=None
     nt = X.shape[1] if nt is None else nt
     if extrap_start is not None and not 0 < extrap_start < nt:
         raise EvalError(f"--extrap-start must be between 1 and nt - 1 = {nt - 1}, got {extrap_start}.")
+    if _is_chainer_prediction_model(model):
+        return _predict_chainer(model, X, extrap_start, batch_size, jit_compile)
     predictor = build_prediction_model(model, nt=nt, extrap_start_time=extrap_start, frame_shape=X.shape[2:])
     if jit_compile is None:
         jit_compile = False if keras.backend.backend() == "tensorflow" else "auto"
     predictor.compile(jit_compile=jit_compile)
     return np.asarray(predictor.predict(X, batch_size=batch_size, verbose=0), dtype=np.float32)
+
+
+def _is_chainer_prediction_model(model):
+    """True for a model holding a Chainer-lineage PredNet and no Lotter PredNet
+    (a `prednet-train --model prednet-chainer` run's model.keras)."""
+    from prednet_keras.layers.chainer import ChainerPredNet
+    from prednet_keras.layers.lotter import PredNet
+
+    def walk(layer):
+        for child in getattr(layer, "layers", []):
+            yield child
+            if not isinstance(child, (PredNet, ChainerPredNet)):
+                yield from walk(child)
+
+    found = list(walk(model))
+    return any(isinstance(layer, ChainerPredNet) for layer in found) and not any(
+        isinstance(layer, PredNet) for layer in found
+    )
+
+
+def _predict_chainer(model, X, extrap_start, batch_size, jit_compile):
+    """Xhat of a Chainer PredNet prediction model: its step t predicts frame t+1, so
+    Xhat[:, t] = output[:, t-1]; Xhat[:, 0] is zeros (the first step is not scored)."""
+    import keras
+
+    if extrap_start is not None:
+        raise EvalError("--extrap-start is not available for the Chainer PredNet (prednet-chainer) models.")
+    if jit_compile is None:
+        jit_compile = False if keras.backend.backend() == "tensorflow" else "auto"
+    model.compile(jit_compile=jit_compile)
+    out = np.asarray(model.predict(np.asarray(X, dtype=np.float32), batch_size=batch_size, verbose=0), dtype=np.float32)
+    Xhat = np.zeros_like(out)
+    Xhat[:, 1:] = out[:, :-1]
+    return Xhat
+
+
+AUTOENCODER_SCORES_JSON = "autoencoder_scores.json"
+
+
+def is_image_model(model):
+    """True for a model of single images (N, H, W, C), i.e. an MNIST autoencoder, not of sequences."""
+    return len(tuple(model.inputs[0].shape)) == 4
+
+
+def evaluate_autoencoder(model, data, target, plots=10):
+    """Test MSE of an MNIST autoencoder and a reconstruction grid, written to `target`.
+
+    Args:
+        model: the autoencoder (a `--model autoencoder` run's model.keras).
+        data: an MNIST file or folder load_mnist reads; None: the embedded MNIST.
+        target: output folder (autoencoder_scores.json, reconstructions.png).
+        plots: test images in the grid (0: no grid).
+
+    Returns:
+        The scores dict.
+    """
+    from prednet_keras import autoencoder as ae
+    from prednet_keras.data import load_mnist
+
+    (x_train, _), (x_test, _) = load_mnist(data)
+    scores = {
+        "kind": "autoencoder",
+        "test_mse": ae.autoencoder_mse(model, x_test),
+        "mean_image_test_mse": ae.mean_image_mse(x_train, x_test),
+        "test_images": int(len(x_test)),
+        "data": str(data) if data else "embedded:mnist",
+    }
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    if plots:
+        runs.write_through_temporary(
+            target / "reconstructions.png", lambda path: ae.save_reconstruction_grid(model, x_test, path, count=plots)
+        )
+    runs.atomic_write_json(target / AUTOENCODER_SCORES_JSON, scores)
+    return scores
 
 
 def _ssim(a, b):

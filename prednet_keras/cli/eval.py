@@ -58,6 +58,16 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
     for ref, target in zip(refs, targets):
         started = time.perf_counter()
         model = load_model(ref.path, compile=False)
+        if evaluate.is_image_model(model):
+            # A --model autoencoder run: reconstruction MSE on MNIST's test set, and a grid.
+            if extrap_start is not None or nt:
+                raise click.UsageError(f"{ref.name} is an autoencoder: --nt and --extrap-start do not apply.")
+            ae_scores = evaluate.evaluate_autoencoder(model, data, target, plots=plots)
+            click.echo(
+                f"{ref.name}: autoencoder test MSE {ae_scores['test_mse']:.6f} vs mean image "
+                f"{ae_scores['mean_image_test_mse']:.6f} on {ae_scores['test_images']} images -> {target}"
+            )
+            continue
         model_nt, frame_shape = evaluate.model_geometry(model)
         use_nt = nt or model_nt or 10
         if extrap_start is not None and extrap_start >= use_nt:
@@ -91,7 +101,7 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
             f"SSIM {scores['ssim_model']:.4f}, PSNR {scores['psnr_model']:.2f} dB "
             f"on {scores['sequences']} sequences -> {target}"
         )
-    if several:
+    if several and len(results) > 1:
         rows, _ = evaluate.write_comparison(comparison_dir, results)
         click.echo("")
         click.echo(evaluate.comparison_text(rows), nl=False)

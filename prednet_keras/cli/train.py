@@ -13,6 +13,13 @@ from prednet_keras.cli.common import fail_on_user_errors
 BACKENDS = ("tensorflow", "jax", "torch")
 # Options --resume may change: the rest define the run and must stay as recorded.
 RESUME_MAY_CHANGE = {"epochs", "quiet", "output", "resume"}
+# Lotter's recipe only: refused with the study models (issue 9), which follow their protocol.
+LOTTER_ONLY = (
+    "nt", "batch_size", "epochs", "steps_per_epoch", "lr", "lr_drop_epoch", "lr_drop_factor",
+    "layer_loss", "val_sequences", "val_data", "val_fraction",
+)
+# The study models' options: refused with --model prednet.
+STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder")
 RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "xla")
 
 
@@ -93,16 +100,23 @@ Examples:
   prednet-train --epochs 20 --size 64x80 -o weights/small
   prednet-train --device gpu --epochs 250 --data X_train.hkl --val-data X_val.hkl
   prednet-train --resume -o weights/small         # continue after an interruption
+  prednet-train --model prednet-chainer           # the study's Chainer PredNet, paper protocol
+  prednet-train --model prednet-chainer --tbptt clean --emulate-cpu-aliasing
+  prednet-train --model autoencoder --autoencoder dense --protocol quick
 """,
 )
-@click.option("--model", type=click.Choice(["prednet"]), default="prednet", show_default=True, help="Network to train.")
+@click.option("--model", type=click.Choice(["prednet", "prednet-chainer", "autoencoder"]), default="prednet", show_default=True, help="Network to train: Lotter's PredNet, the study's Chainer-lineage PredNet, or the study's MNIST autoencoder.")
+@click.option("--protocol", type=click.Choice(["paper", "quick"]), help="Study models only: the study's training protocol, or a tiny one for smoke tests [default: paper].")
+@click.option("--tbptt", type=click.Choice(["chainer", "clean"]), help="prednet-chainer only: truncation as the original script (chainer) or textbook (clean) [default: chainer].")
+@click.option("--emulate-cpu-aliasing", is_flag=True, default=None, help="prednet-chainer only: train every frame of a window towards its last frame, as the original did on CPU.")
+@click.option("--autoencoder", type=click.Choice(["conv", "dense"]), help="autoencoder only: the architecture [default: conv].")
 @click.option("--stack-sizes", type=IntList(), help="Channels per layer; the first is the image channels [default: 3,48,96,192 (KITTI)].")
 @click.option("--r-stack-sizes", type=IntList(), help="Channels of the recurrent units per layer [default: = --stack-sizes].")
 @click.option("--filter-size", type=click.IntRange(min=1), default=3, show_default=True, help="Kernel size of every convolution.")
-@click.option("--data", type=click.Path(), help="Training frames: a dataset file, frames folder, list file, video, .hkl/.npz/.h5 [default: the embedded real video, train split].")
+@click.option("--data", type=click.Path(), help="Training frames: a dataset file, frames folder, list file, video, .hkl/.npz/.h5 [default: the embedded real video, train split]; for --model autoencoder an MNIST .npz or IDX folder [default: the embedded MNIST].")
 @click.option("--val-data", type=click.Path(), help="Validation frames [default: embedded val split; with --data, its last --val-fraction of frames].")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of --data held out for validation when --val-data is not given.")
-@click.option("--size", type=FrameSize(), help="Resize frames to HxW (each divisible by 2^(layers-1)) [default: the data's size].")
+@click.option("--size", type=FrameSize(), help="Resize frames to HxW (each divisible by 2^(layers-1)) [default: the data's size; 120x160 for prednet-chainer].")
 @click.option("--epochs", type=click.IntRange(min=1), default=150, show_default=True, help="Training epochs.")
 @click.option("--steps-per-epoch", type=click.IntRange(min=1), help="Steps per epoch [default: 500 // batch size = 125].")
 @click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True, help="Sequences per step.")
@@ -139,10 +153,21 @@ def main(ctx, **options):
     The run folder gets manifest.json (options, runtime asked for and
     obtained, environment, seeds, checksums), history.csv, model.keras (best),
     a checkpoint of the last epoch for --resume, and loss.png.
+
+    --model prednet-chainer and --model autoencoder train the study's own
+    models by its protocol (--protocol paper|quick) instead of the KITTI
+    recipe: the manifest then also holds the protocol's `metric`, history.csv
+    has one row per update, and the run cannot be resumed (no checkpoints).
     """
     from prednet_keras import worker
+    from prednet_keras.study_train import STUDY_MODELS
 
-    if options["resume"]:
+    _check_combinations(ctx, options)
+    if options["model"] in STUDY_MODELS:
+        existed = options["output"] is not None and os.path.isdir(options["output"])
+        folder, runtime_config = _prepare_study(options)
+        created = not existed
+    elif options["resume"]:
         folder, runtime_config = _prepare_resume(ctx, options)
         created = None
     else:
@@ -163,6 +188,90 @@ def main(ctx, **options):
             err=True,
         )
     ctx.exit(code)
+
+
+def _check_combinations(ctx, options):
+    """One clear error for options that do not apply to --model."""
+    from prednet_keras.study_train import STUDY_MODELS
+
+    explicit = dict(_explicit(ctx, options))
+    model = options["model"]
+    if model in STUDY_MODELS:
+        if options["resume"]:
+            raise click.UsageError(
+                f"--resume is not available for --model {model}: its protocol keeps no checkpoints; "
+                "start the run again (--overwrite replaces it)."
+            )
+        refused = [name for name in LOTTER_ONLY if name in explicit]
+        if model == "autoencoder":
+            refused += [n for n in ("stack_sizes", "r_stack_sizes", "filter_size", "size", "tbptt", "emulate_cpu_aliasing") if n in explicit]
+        elif "autoencoder" in explicit:
+            refused.append("autoencoder")
+        if refused:
+            flags = ", ".join("--" + n.replace("_", "-") for n in refused)
+            raise click.UsageError(
+                f"{flags} {'does' if len(refused) == 1 else 'do'} not apply to --model {model} "
+                f"(it trains by --protocol {options['protocol'] or 'paper'})."
+            )
+    else:
+        refused = [name for name in STUDY_ONLY if name in explicit]
+        if refused:
+            flags = ", ".join("--" + n.replace("_", "-") for n in refused)
+            raise click.UsageError(
+                f"{flags} {'applies' if len(refused) == 1 else 'apply'} only to --model prednet-chainer or "
+                f"--model autoencoder, not to --model {model}."
+            )
+
+
+def _prepare_study(options):
+    """The run folder and runtime of a study-model run (--model prednet-chainer|autoencoder)."""
+    from prednet_keras import __version__, runs
+    from prednet_keras.study_train import StudyConfig
+
+    if options["overwrite"] and options["resume"]:
+        raise click.UsageError("--resume and --overwrite contradict each other.")
+    chainer = options["model"] == "prednet-chainer"
+    config = StudyConfig(
+        model=options["model"],
+        protocol=options["protocol"] or "paper",
+        tbptt=options["tbptt"] if chainer else None,
+        emulate_cpu_aliasing=options["emulate_cpu_aliasing"] if chainer else None,
+        autoencoder=options["autoencoder"],
+        stack_sizes=options["stack_sizes"] if chainer else None,
+        r_stack_sizes=options["r_stack_sizes"] if chainer else None,
+        filter_size=options["filter_size"] if chainer else None,
+        data=options["data"],
+        size=options["size"] if chainer else None,
+        seed=options["seed"],
+        init_weights=options["init_weights"],
+    )
+    try:
+        config = config.resolved()
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+    config.check_paths()
+    for name in ("data", "init_weights"):
+        if getattr(config, name) is not None:
+            setattr(config, name, os.path.abspath(getattr(config, name)))
+    runtime_config = _runtime_config(options)
+    output = options["output"] or _default_output(options["model"])
+    folder = runs.RunFolder(output)
+    folder.create(overwrite=options["overwrite"])
+    folder.write_manifest(
+        {
+            "format": runs.RUN_FORMAT,
+            "format_version": runs.RUN_FORMAT_VERSION,
+            "name": folder.path.name,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": ["prednet-train"] + sys.argv[1:],
+            "cwd": os.getcwd(),
+            "prednet_keras_version": __version__,
+            "status": "created",
+            "options": config.to_dict(),
+            "runtime": {"requested": runtime_config.to_dict(), "effective": None},
+        }
+    )
+    return folder, runtime_config
 
 
 def _remove_unstarted(folder, created):
@@ -259,8 +368,8 @@ def _prepare_new(options):
     return folder, runtime_config
 
 
-def _default_output():
-    base = os.path.join("weights", "prednet-" + time.strftime("%Y%m%d-%H%M%S"))
+def _default_output(model="prednet"):
+    base = os.path.join("weights", f"{model}-" + time.strftime("%Y%m%d-%H%M%S"))
     output, n = base, 2
     while os.path.exists(output):
         output, n = f"{base}-{n}", n + 1
@@ -278,6 +387,12 @@ def _prepare_resume(ctx, options):
     folder = runs.RunFolder(options["output"])
     folder.check_resumable()
     manifest = folder.read_manifest()
+    recorded_model = (manifest.get("options") or {}).get("model")
+    if recorded_model in ("prednet-chainer", "autoencoder"):
+        raise click.UsageError(
+            f"{folder.path} is a --model {recorded_model} run; its protocol keeps no checkpoints, so it cannot be "
+            "resumed: start it again (--overwrite replaces it)."
+        )
     recorded = TrainConfig.from_dict(manifest["options"])
     requested_runtime = runtime.RuntimeConfig.from_dict(manifest["runtime"]["requested"])
     given = _train_config(options)

@@ -1,0 +1,115 @@
+"""prednet-train with the study's models (issue 9): --model prednet-chainer and --model autoencoder."""
+
+import csv
+import json
+
+import keras
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from prednet_keras import protocols
+from prednet_keras.cli.eval import main as eval_main
+from prednet_keras.cli.train import main as train_main
+from prednet_keras.starting_point import read_initial_weights
+from tests.train.conftest import moving_squares, train
+
+RUN_FILES = {"manifest.json", "history.csv", "model.keras", "initial_weights.h5", "loss.png"}
+
+
+def _history(folder):
+    with open(folder / "history.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _check_run(folder, result, model, updates):
+    assert result.returncode == 0, result.stdout + result.stderr
+    names = {p.name for p in folder.iterdir()}
+    assert RUN_FILES <= names
+    assert not [n for n in names if ".tmp" in n]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["options"]["model"] == model and manifest["options"]["protocol"] == "quick"
+    assert manifest["runtime"]["effective"]["device"] == "cpu"
+    rows = _history(folder)
+    assert [int(r["update"]) for r in rows] == list(range(1, updates + 1))
+    assert manifest["result"]["updates"] == updates
+    metric = manifest["metric"]
+    assert set(metric) == {"name", "value", "count", "description"}
+    logged = [float(r["loss"]) for r in rows]
+    assert metric["value"] == pytest.approx(np.mean(logged[-metric["count"] :]))
+    _, info = read_initial_weights(folder / "initial_weights.h5")
+    assert manifest["initial_weights"]["checksum"] == info["checksum"] and info["seed"] == 0
+    return manifest, rows
+
+
+def test_prednet_chainer_quick(tmp_path, tiny_npz):
+    folder = tmp_path / "chainer"
+    result = train(
+        ["--model", "prednet-chainer", "--protocol", "quick", "--stack-sizes", "3,4", "--size", "32x32",
+         "--tbptt", "clean", "--emulate-cpu-aliasing", "--data", tiny_npz, "--quiet", "-o", folder]
+    )
+    # 2 sources of 24 frames, 60 frames stepped through: one 19-step window per sequence.
+    frames, sources = moving_squares()
+    windows, _ = protocols.plan_windows([24, 24], 60, 20)
+    manifest, rows = _check_run(folder, result, "prednet-chainer", len(windows))
+    assert manifest["options"]["tbptt"] == "clean" and manifest["options"]["emulate_cpu_aliasing"] is True
+    assert manifest["result"]["model_config"]["stack_sizes"] == [3, 4]
+    assert manifest["metric"]["name"] == "mean_last_2_updates"
+    assert [int(r["frame"]) for r in rows] == [w.last_step for w in windows]
+    model = keras.saving.load_model(folder / "model.keras")
+    out = keras.ops.convert_to_numpy(model(frames[None, :3].astype("float32") / 255.0))
+    assert out.shape == (1, 3, 32, 32, 3) and np.all((out >= 0) & (out <= 1))
+    # prednet-eval scores it like Lotter's model (outputs shifted: step t predicts frame t+1).
+    scored = CliRunner().invoke(eval_main, [str(folder), "--data", str(tiny_npz), "--nt", "4", "--plots", "0"])
+    assert scored.exit_code == 0, scored.output
+    (written,) = folder.glob("eval*/prediction_scores.json")  # eval-<data>-nt4
+    scores = json.loads(written.read_text())
+    assert scores["mse_model"] > 0 and scores["sequences"] > 0
+
+
+def test_autoencoder_quick(tmp_path):
+    folder = tmp_path / "ae"
+    result = train(["--model", "autoencoder", "--autoencoder", "dense", "--protocol", "quick", "--quiet", "-o", folder])
+    manifest, _ = _check_run(folder, result, "autoencoder", 600)
+    assert manifest["options"]["autoencoder"] == "dense"
+    assert manifest["metric"]["name"] == "mean_last_100_images" and manifest["metric"]["count"] == 100
+    assert 0 < manifest["result"]["test_mse"] < manifest["result"]["mean_image_test_mse"]
+    assert keras.saving.load_model(folder / "model.keras").output_shape[1:] == (28, 28, 1)
+    # prednet-eval gives the autoencoder's own output: test MSE and a reconstruction grid.
+    scored = CliRunner().invoke(eval_main, [str(folder), "--plots", "3"])
+    assert scored.exit_code == 0, scored.output
+    scores = json.loads((folder / "eval" / "autoencoder_scores.json").read_text())
+    assert scores["test_images"] == 10000 and 0 < scores["test_mse"] < scores["mean_image_test_mse"]
+    assert (folder / "eval" / "reconstructions.png").is_file()
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--protocol", "quick"], "--protocol applies only to --model prednet-chainer or --model autoencoder"),
+        (["--tbptt", "clean", "--emulate-cpu-aliasing"], "--tbptt, --emulate-cpu-aliasing apply only to"),
+        (["--model", "prednet-chainer", "--epochs", "3"], "--epochs does not apply to --model prednet-chainer"),
+        (["--model", "prednet-chainer", "--autoencoder", "conv"], "--autoencoder does not apply"),
+        (["--model", "autoencoder", "--tbptt", "clean"], "--tbptt does not apply to --model autoencoder"),
+        (["--model", "autoencoder", "--size", "32x32"], "--size does not apply to --model autoencoder"),
+        (["--model", "autoencoder", "--resume"], "--resume is not available for --model autoencoder"),
+        (["--model", "prednet-chainer", "--stack-sizes", "3,4", "--size", "33x32"], "not divisible by 2**1"),
+    ],
+)
+def test_bad_combinations_give_one_clear_line(tmp_path, args, expected):
+    folder = tmp_path / "run"
+    result = CliRunner().invoke(train_main, args + ["-o", str(folder)])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and expected in errors[0], result.output
+    assert not folder.exists()
+
+
+def test_resume_of_a_study_run_is_refused(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"options": {"model": "prednet-chainer"}}))
+    result = CliRunner().invoke(train_main, ["--resume", "-o", str(folder)])
+    assert result.exit_code == 2
+    assert "cannot be resumed" in result.output
