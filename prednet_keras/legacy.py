@@ -95,6 +95,18 @@ def _attr_text(value):
     return value
 
 
+def describe_name_mismatch(expected, found):
+    """'missing in the file: ...; not in the layer: ...' for two sets of array names, or '' if equal."""
+    missing = sorted(set(expected) - set(found))
+    extra = sorted(set(found) - set(expected))
+    details = []
+    if missing:
+        details.append(f"missing in the file: {', '.join(missing)}")
+    if extra:
+        details.append(f"not in the layer: {', '.join(extra)}")
+    return "; ".join(details)
+
+
 def load_legacy_weights(target, path):
     """Loads the authors' Keras 2 PredNet weights into a PredNet layer or a model holding one.
 
@@ -121,17 +133,9 @@ def load_legacy_weights(target, path):
     for conv in layer.cell.conv_layers:
         expected[f"{conv.name}/kernel"] = conv.kernel
         expected[f"{conv.name}/bias"] = conv.bias
-    missing = sorted(set(expected) - set(arrays))
-    extra = sorted(set(arrays) - set(expected))
-    if missing or extra:
-        details = []
-        if missing:
-            details.append(f"missing in the file: {', '.join(missing)}")
-        if extra:
-            details.append(f"not in the layer: {', '.join(extra)}")
-        raise ValueError(
-            f"{path} does not match this PredNet ({layer.nb_layers} layers): " + "; ".join(details) + "."
-        )
+    mismatch = describe_name_mismatch(expected, arrays)
+    if mismatch:
+        raise ValueError(f"{path} does not match this PredNet ({layer.nb_layers} layers): {mismatch}.")
     mismatched = [
         f"{key}: file {arrays[key].shape} vs layer {tuple(variable.shape)}"
         for key, variable in expected.items()

@@ -24,6 +24,7 @@ import zipfile
 import numpy as np
 
 from prednet_keras.layers.chainer import find_chainer_prednet
+from prednet_keras.legacy import describe_name_mismatch
 
 __all__ = [
     "ChainerFormatError",
@@ -182,15 +183,9 @@ def load_chainer_weights(target, path):
         raise ValueError(f"{path} has {file_config['filter_size']}x{file_config['filter_size']} kernels but "
                          f"this layer {cell.filter_size}x{cell.filter_size}.")
     layout = _chainer_layout(layer)
-    missing = sorted(set(layout) - set(arrays))
-    extra = sorted(set(arrays) - set(layout))
-    if missing or extra:
-        details = []
-        if missing:
-            details.append(f"missing in the file: {', '.join(missing)}")
-        if extra:
-            details.append(f"not in the layer: {', '.join(extra)}")
-        raise ValueError(f"{path} does not match this ChainerPredNet: " + "; ".join(details) + ".")
+    mismatch = describe_name_mismatch(layout, arrays)
+    if mismatch:
+        raise ValueError(f"{path} does not match this ChainerPredNet: {mismatch}.")
     converted = {}
     problems = []
     for key, (variable, to_keras, _) in layout.items():

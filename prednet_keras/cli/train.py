@@ -225,7 +225,6 @@ def _check_combinations(ctx, options):
 
 def _prepare_study(options):
     """The run folder and runtime of a study-model run (--model prednet-chainer|autoencoder)."""
-    from prednet_keras import __version__, runs
     from prednet_keras.study_train import StudyConfig
 
     if options["overwrite"] and options["resume"]:
@@ -253,25 +252,7 @@ def _prepare_study(options):
     for name in ("data", "init_weights"):
         if getattr(config, name) is not None:
             setattr(config, name, os.path.abspath(getattr(config, name)))
-    runtime_config = _runtime_config(options)
-    output = options["output"] or _default_output(options["model"])
-    folder = runs.RunFolder(output)
-    folder.create(overwrite=options["overwrite"])
-    folder.write_manifest(
-        {
-            "format": runs.RUN_FORMAT,
-            "format_version": runs.RUN_FORMAT_VERSION,
-            "name": folder.path.name,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "command": ["prednet-train"] + sys.argv[1:],
-            "cwd": os.getcwd(),
-            "prednet_keras_version": __version__,
-            "status": "created",
-            "options": config.to_dict(),
-            "runtime": {"requested": runtime_config.to_dict(), "effective": None},
-        }
-    )
-    return folder, runtime_config
+    return _create_run_folder(config, options)
 
 
 def _remove_unstarted(folder, created):
@@ -333,8 +314,6 @@ def _runtime_config(options):
 
 
 def _prepare_new(options):
-    from prednet_keras import __version__, runs
-
     if options["overwrite"] and options["resume"]:
         raise click.UsageError("--resume and --overwrite contradict each other.")
     config = _train_config(options)
@@ -347,8 +326,15 @@ def _prepare_new(options):
     for name in ("data", "val_data", "init_weights"):
         if getattr(config, name) is not None:
             setattr(config, name, os.path.abspath(getattr(config, name)))
+    return _create_run_folder(config, options)
+
+
+def _create_run_folder(config, options):
+    """Creates the run folder and its first manifest; returns (folder, runtime config)."""
+    from prednet_keras import __version__, runs
+
     runtime_config = _runtime_config(options)
-    output = options["output"] or _default_output()
+    output = options["output"] or _default_output(options["model"])
     folder = runs.RunFolder(output)
     folder.create(overwrite=options["overwrite"])
     folder.write_manifest(
