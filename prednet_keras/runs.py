@@ -37,6 +37,7 @@ __all__ = [
     "atomic_write_json",
     "find_runs",
     "is_run_folder",
+    "new_manifest",
     "plot_history",
 ]
 
@@ -142,6 +143,36 @@ def _json_safe(obj):
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
         return _json_safe(obj.item())
     return obj
+
+
+def new_manifest(name, options, runtime_requested, command, **extra):
+    """The first manifest of a run, written before its training process starts.
+
+    Args:
+        name: the run's name (its folder's name).
+        options: the training options (a TrainConfig's or StudyConfig's to_dict()).
+        runtime_requested: the RuntimeConfig's to_dict().
+        command: the command line that made the run (list of str).
+        **extra: further top-level records (e.g. `study`).
+    """
+    import time
+
+    from prednet_keras import __version__
+
+    manifest = {
+        "format": RUN_FORMAT,
+        "format_version": RUN_FORMAT_VERSION,
+        "name": name,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": list(command),
+        "cwd": os.getcwd(),
+        "prednet_keras_version": __version__,
+        "status": "created",
+        "options": options,
+        "runtime": {"requested": runtime_requested, "effective": None},
+    }
+    manifest.update(extra)
+    return manifest
 
 
 def is_run_folder(path):

@@ -19,9 +19,34 @@ import signal
 import subprocess
 import sys
 
-__all__ = ["EXIT_INTERRUPTED", "launch", "main"]
+__all__ = ["EXIT_INTERRUPTED", "exit_status", "launch", "main", "start"]
 
 EXIT_INTERRUPTED = 130
+
+
+def start(run_dir, runtime_config, quiet=False, **popen_kwargs):
+    """Starts the training process for `run_dir` and returns it (a Popen).
+
+    Args:
+        run_dir: the run folder (its manifest must exist).
+        runtime_config: the runtime.RuntimeConfig asked for.
+        quiet: one log line per epoch instead of a progress bar.
+        **popen_kwargs: passed to subprocess.Popen (e.g. stdout, start_new_session).
+    """
+    from prednet_keras import runtime
+
+    # environment_for returns the whole environment, with variables that would
+    # contradict the requested settings removed: use it as is, not merged.
+    env = {key: str(value) for key, value in runtime.environment_for(runtime_config).items()}
+    command = [sys.executable, "-m", "prednet_keras.worker", "train", os.fspath(run_dir)]
+    if quiet:
+        command.append("--quiet")
+    return subprocess.Popen(command, env=env, **popen_kwargs)
+
+
+def exit_status(code):
+    """A Popen return code as a shell reports it (killed by signal N: 128 + N)."""
+    return 128 - code if code < 0 else code
 
 
 def launch(run_dir, runtime_config, quiet=False):
@@ -38,23 +63,14 @@ def launch(run_dir, runtime_config, quiet=False):
     Returns:
         The child's exit status.
     """
-    from prednet_keras import runtime
-
-    # environment_for returns the whole environment, with variables that would
-    # contradict the requested settings removed: use it as is, not merged.
-    env = {key: str(value) for key, value in runtime.environment_for(runtime_config).items()}
-    command = [sys.executable, "-m", "prednet_keras.worker", "train", os.fspath(run_dir)]
-    if quiet:
-        command.append("--quiet")
-    child = subprocess.Popen(command, env=env)
+    child = start(run_dir, runtime_config, quiet=quiet)
     while True:
         try:
             code = child.wait()
             break
         except KeyboardInterrupt:
             continue
-    # A child killed by a signal reports -N; shells say 128 + N.
-    return 128 - code if code < 0 else code
+    return exit_status(code)
 
 
 def _raise_keyboard_interrupt(signum, frame):

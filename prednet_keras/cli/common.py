@@ -5,6 +5,8 @@ import os
 
 import click
 
+BACKENDS = ("tensorflow", "jax", "torch")
+
 # Exceptions that describe a problem with the user's input, not a bug. Set
 # PREDNET_DEBUG=1 to see the traceback anyway.
 USER_ERRORS = (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
@@ -32,3 +34,44 @@ def _one_line(error):
     if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError)) and error.filename:
         text = f"{error.strerror or text}: {error.filename}"
     return " ".join(text.split())
+
+
+class IntList(click.ParamType):
+    """Comma-separated positive integers, e.g. 3,48,96,192."""
+
+    name = "N,N,..."
+
+    def get_metavar(self, param, ctx=None):
+        return self.name
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (tuple, list)):
+            return tuple(value)
+        try:
+            numbers = tuple(int(v) for v in str(value).split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of integers (e.g. 3,48,96,192).", param, ctx)
+        if any(n < 1 for n in numbers):
+            self.fail(f"{value!r}: every entry must be >= 1.", param, ctx)
+        return numbers
+
+
+class FrameSize(click.ParamType):
+    """HxW, e.g. 128x160."""
+
+    name = "HxW"
+
+    def get_metavar(self, param, ctx=None):
+        return self.name
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (tuple, list)):
+            return tuple(value)
+        parts = str(value).lower().replace("×", "x").split("x")
+        try:
+            height, width = (int(p) for p in parts)
+        except ValueError:
+            self.fail(f"{value!r} is not a frame size HxW (e.g. 128x160).", param, ctx)
+        if height < 1 or width < 1:
+            self.fail(f"{value!r}: height and width must be positive.", param, ctx)
+        return height, width

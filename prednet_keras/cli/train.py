@@ -8,9 +8,8 @@ import time
 import click
 from click.core import ParameterSource
 
-from prednet_keras.cli.common import fail_on_user_errors
+from prednet_keras.cli.common import BACKENDS, FrameSize, IntList, fail_on_user_errors
 
-BACKENDS = ("tensorflow", "jax", "torch")
 # Options --resume may change: the rest define the run and must stay as recorded.
 RESUME_MAY_CHANGE = {"epochs", "quiet", "output", "resume"}
 # Lotter's recipe only: refused with the study models (issue 9), which follow their protocol.
@@ -19,49 +18,8 @@ LOTTER_ONLY = (
     "layer_loss", "val_sequences", "val_data", "val_fraction",
 )
 # The study models' options: refused with --model prednet.
-STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder")
+STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder", "period", "bprop", "images")
 RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "xla")
-
-
-class IntList(click.ParamType):
-    """Comma-separated positive integers, e.g. 3,48,96,192."""
-
-    name = "N,N,..."
-
-    def get_metavar(self, param, ctx=None):
-        return self.name
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, (tuple, list)):
-            return tuple(value)
-        try:
-            numbers = tuple(int(v) for v in str(value).split(","))
-        except ValueError:
-            self.fail(f"{value!r} is not a comma-separated list of integers (e.g. 3,48,96,192).", param, ctx)
-        if any(n < 1 for n in numbers):
-            self.fail(f"{value!r}: every entry must be >= 1.", param, ctx)
-        return numbers
-
-
-class FrameSize(click.ParamType):
-    """HxW, e.g. 128x160."""
-
-    name = "HxW"
-
-    def get_metavar(self, param, ctx=None):
-        return self.name
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, (tuple, list)):
-            return tuple(value)
-        parts = str(value).lower().replace("×", "x").split("x")
-        try:
-            height, width = (int(p) for p in parts)
-        except ValueError:
-            self.fail(f"{value!r} is not a frame size HxW (e.g. 128x160).", param, ctx)
-        if height < 1 or width < 1:
-            self.fail(f"{value!r}: height and width must be positive.", param, ctx)
-        return height, width
 
 
 class LayerLoss(click.ParamType):
@@ -110,6 +68,9 @@ Examples:
 @click.option("--tbptt", type=click.Choice(["chainer", "clean"]), help="prednet-chainer only: truncation as the original script (chainer) or textbook (clean) [default: chainer].")
 @click.option("--emulate-cpu-aliasing", is_flag=True, default=None, help="prednet-chainer only: train every frame of a window towards its last frame, as the original did on CPU.")
 @click.option("--autoencoder", type=click.Choice(["conv", "dense"]), help="autoencoder only: the architecture [default: conv].")
+@click.option("--period", type=click.IntRange(min=1), help="prednet-chainer only: frames to step through, instead of the protocol's (paper: 5000).")
+@click.option("--bprop", type=click.IntRange(min=1), help="prednet-chainer only: frames per update (truncation length), instead of the protocol's (20).")
+@click.option("--images", type=click.IntRange(min=1), help="autoencoder only: training images (updates), instead of the protocol's (paper: 60000).")
 @click.option("--stack-sizes", type=IntList(), help="Channels per layer; the first is the image channels [default: 3,48,96,192 (KITTI)].")
 @click.option("--r-stack-sizes", type=IntList(), help="Channels of the recurrent units per layer [default: = --stack-sizes].")
 @click.option("--filter-size", type=click.IntRange(min=1), default=3, show_default=True, help="Kernel size of every convolution.")
@@ -204,9 +165,10 @@ def _check_combinations(ctx, options):
             )
         refused = [name for name in LOTTER_ONLY if name in explicit]
         if model == "autoencoder":
-            refused += [n for n in ("stack_sizes", "r_stack_sizes", "filter_size", "size", "tbptt", "emulate_cpu_aliasing") if n in explicit]
-        elif "autoencoder" in explicit:
-            refused.append("autoencoder")
+            refused += [n for n in ("stack_sizes", "r_stack_sizes", "filter_size", "size", "tbptt", "emulate_cpu_aliasing",
+                                    "period", "bprop") if n in explicit]
+        else:
+            refused += [n for n in ("autoencoder", "images") if n in explicit]
         if refused:
             flags = ", ".join("--" + n.replace("_", "-") for n in refused)
             raise click.UsageError(
@@ -243,6 +205,9 @@ def _prepare_study(options):
         size=options["size"] if chainer else None,
         seed=options["seed"],
         init_weights=options["init_weights"],
+        period=options["period"] if chainer else None,
+        bprop=options["bprop"] if chainer else None,
+        images=None if chainer else options["images"],
     )
     try:
         config = config.resolved()
@@ -331,25 +296,14 @@ def _prepare_new(options):
 
 def _create_run_folder(config, options):
     """Creates the run folder and its first manifest; returns (folder, runtime config)."""
-    from prednet_keras import __version__, runs
+    from prednet_keras import runs
 
     runtime_config = _runtime_config(options)
     output = options["output"] or _default_output(options["model"])
     folder = runs.RunFolder(output)
     folder.create(overwrite=options["overwrite"])
     folder.write_manifest(
-        {
-            "format": runs.RUN_FORMAT,
-            "format_version": runs.RUN_FORMAT_VERSION,
-            "name": folder.path.name,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "command": ["prednet-train"] + sys.argv[1:],
-            "cwd": os.getcwd(),
-            "prednet_keras_version": __version__,
-            "status": "created",
-            "options": config.to_dict(),
-            "runtime": {"requested": runtime_config.to_dict(), "effective": None},
-        }
+        runs.new_manifest(folder.path.name, config.to_dict(), runtime_config.to_dict(), ["prednet-train"] + sys.argv[1:])
     )
     return folder, runtime_config
 
