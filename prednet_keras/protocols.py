@@ -69,6 +69,7 @@ __all__ = [
     "chainer_adam",
     "chainer_sequences",
     "plan_windows",
+    "resolve_protocol",
     "protocol_metric",
     "protocol_preset",
     "train_autoencoder",
@@ -165,7 +166,8 @@ def protocol_preset(model, name):
     return PRESETS[model][name]
 
 
-def _resolve_protocol(model, protocol, **overrides):
+def resolve_protocol(model, protocol, **overrides):
+    """`protocol` (a preset name or a protocol object) with the given fields replaced (None: kept)."""
     if isinstance(protocol, str):
         protocol = protocol_preset(model, protocol)
     overrides = {k: v for k, v in overrides.items() if v is not None}
@@ -613,6 +615,7 @@ def train_chainer_prednet(
     optimizer=None,
     period=None,
     bprop=None,
+    on_start=None,
 ):
     """Trains the Chainer PredNet as the authors' main.py did (see the module docstring).
 
@@ -636,13 +639,15 @@ def train_chainer_prednet(
         jit_compile: Model.compile's jit_compile for the window.
         optimizer: a Keras optimizer instead of the protocol's Adam (tests).
         period, bprop: override the protocol's.
+        on_start: called once with the layer being trained, after its initial
+            weights are set and before the first update (e.g. to snapshot weights).
 
     Returns:
         ProtocolResult: model = the trained prediction model (frames ->
         next-frame predictions), records, metric (mean of the last
         `metric_updates` logged values), summary.
     """
-    protocol = _resolve_protocol("prednet-chainer", protocol, period=period, bprop=bprop)
+    protocol = resolve_protocol("prednet-chainer", protocol, period=period, bprop=bprop)
     sequences = chainer_sequences(data)
     if not sequences:
         raise ValueError("No sequences to train on.")
@@ -665,6 +670,8 @@ def train_chainer_prednet(
         jit_compile=jit_compile,
     )
     initial = load_initial_weights_into(trainer.layer, initial_weights, seed)
+    if on_start is not None:
+        on_start(trainer.layer)
 
     records = []
     started = time.perf_counter()
@@ -791,6 +798,7 @@ def train_autoencoder(
     mnist=None,
     jit_compile="auto",
     images=None,
+    on_start=None,
 ):
     """Trains an MNIST autoencoder one image per update (the study's control).
 
@@ -806,6 +814,10 @@ def train_autoencoder(
             path load_mnist reads; None: the embedded MNIST.
         jit_compile: Model.compile's jit_compile.
         images: override the protocol's number of training images.
+        on_start: called once with the compiled model, after its initial
+            weights are set and before the first update. A callback reading
+            weights during training must sync them first on JAX
+            (`model.jax_state_sync()`): fit keeps them outside the variables.
 
     Returns:
         ProtocolResult: model = the trained autoencoder, records (one per
@@ -815,7 +827,7 @@ def train_autoencoder(
     from prednet_keras import autoencoder as ae
     from prednet_keras.data import load_mnist
 
-    protocol = _resolve_protocol("autoencoder", protocol, images=images)
+    protocol = resolve_protocol("autoencoder", protocol, images=images)
     if mnist is None or not isinstance(mnist, tuple):
         mnist = load_mnist(mnist)
     (x_train, _), (x_test, _) = mnist
@@ -827,6 +839,8 @@ def train_autoencoder(
         metrics=[LastBatchMSE()],
         jit_compile=jit_compile,
     )
+    if on_start is not None:
+        on_start(model)
     order = autoencoder_order(len(x_train), protocol.images, seed)
     inputs = ae.mnist_images(x_train[order])
     records = []

@@ -39,11 +39,13 @@ __all__ = [
     "data_order",
     "initial_weights",
     "load_initial_weights",
+    "nudge_by_ulp",
     "order_checksum",
     "read_initial_weights",
     "save_initial_weights",
     "weight_keys",
     "weights_checksum",
+    "write_initial_weights",
 ]
 
 FORMAT = "prednet-keras initial weights"
@@ -421,6 +423,34 @@ def save_initial_weights(model, path, seed, overwrite=False):
         )
     _write_h5(path, weights, seed, checksum)
     return checksum
+
+
+def write_initial_weights(path, weights, seed):
+    """Writes a mapping of name -> array in this module's format (atomically).
+
+    For starting points made outside a model, e.g. `nudge_by_ulp` of a seed's
+    weights. Returns the weights checksum.
+    """
+    weights = {str(k): np.asarray(v) for k, v in weights.items()}
+    checksum = weights_checksum(weights)
+    _write_h5(path, weights, seed, checksum)
+    return checksum
+
+
+def nudge_by_ulp(weights):
+    """Every floating-point weight moved one unit in the last place towards +inf.
+
+    The smallest change a starting point can have: runs started from the
+    nudged weights show how far training drifts from any perturbation at all,
+    the baseline a hardware effect has to be told apart from.
+    """
+    out = {}
+    for key, value in weights.items():
+        value = np.asarray(value)
+        if np.issubdtype(value.dtype, np.floating):
+            value = np.nextafter(value, np.array(np.inf, dtype=value.dtype)).astype(value.dtype)
+        out[key] = value
+    return out
 
 
 def _match(model_keys, file_keys):

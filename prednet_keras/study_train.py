@@ -32,6 +32,10 @@ TBPTT_MODES = ("chainer", "clean")
 AUTOENCODERS = ("conv", "dense")
 CHAINER_DEFAULT_SIZE = (120, 160)
 
+TRAJECTORY = "trajectory.npz"
+# Weights sampled per trajectory point: enough for a stable distance, small on disk.
+TRAJECTORY_VALUES = 4096
+
 HISTORY_COLUMNS = {
     "prednet-chainer": ("update", "loss", "window_loss", "sequence", "frame", "frames_seen", "steps", "seconds"),
     "autoencoder": ("update", "loss", "image", "seconds"),
@@ -54,6 +58,9 @@ class StudyConfig:
         size: (H, W) frames are resized to (prednet-chainer; default 120x160).
         seed: seed of the initial weights (and of the autoencoder's image order).
         init_weights: a starting_point .h5 (or, prednet-chainer, a Chainer .npz) to start from.
+        period, bprop: prednet-chainer only: frames stepped through and frames
+            per update, instead of the protocol's (a scaled-down protocol).
+        images: autoencoder only: training images instead of the protocol's.
     """
 
     model: str = "prednet-chainer"
@@ -68,6 +75,9 @@ class StudyConfig:
     size: tuple = None
     seed: int = 0
     init_weights: str = None
+    period: int = None
+    bprop: int = None
+    images: int = None
 
     def resolved(self):
         """A copy with the model's defaults filled in, validated."""
@@ -97,15 +107,22 @@ class StudyConfig:
             raise ValueError(f"--model must be one of {', '.join(STUDY_MODELS)}, got {self.model!r}.")
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}.")
+        for name in ("period", "bprop", "images"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{_flag(name)} must be a whole number >= 1, got {value!r}.")
         if self.model == "autoencoder":
             if self.autoencoder not in AUTOENCODERS:
                 raise ValueError(f"--autoencoder must be one of {', '.join(AUTOENCODERS)}, got {self.autoencoder!r}.")
-            for name in ("tbptt", "emulate_cpu_aliasing", "stack_sizes", "r_stack_sizes", "filter_size", "size"):
+            for name in ("tbptt", "emulate_cpu_aliasing", "stack_sizes", "r_stack_sizes", "filter_size", "size",
+                         "period", "bprop"):
                 if getattr(self, name) is not None:
                     raise ValueError(f"{_flag(name)} applies to --model prednet-chainer, not to --model autoencoder.")
             return
         if self.autoencoder is not None:
             raise ValueError("--autoencoder applies to --model autoencoder, not to --model prednet-chainer.")
+        if self.images is not None:
+            raise ValueError("--images applies to --model autoencoder, not to --model prednet-chainer.")
         if self.tbptt not in TBPTT_MODES:
             raise ValueError(f"--tbptt must be one of {', '.join(TBPTT_MODES)}, got {self.tbptt!r}.")
         if self.filter_size < 1 or self.filter_size % 2 == 0:
@@ -120,6 +137,14 @@ class StudyConfig:
         from prednet_keras.layers.lotter import check_frame_size
 
         check_frame_size(self.size[0], self.size[1], layers)
+
+    def training_protocol(self):
+        """The protocols' protocol object: the preset with this config's overrides."""
+        from prednet_keras import protocols
+
+        if self.model == "prednet-chainer":
+            return protocols.resolve_protocol(self.model, self.protocol, period=self.period, bprop=self.bprop)
+        return protocols.resolve_protocol(self.model, self.protocol, images=self.images)
 
     def check_paths(self):
         """Raises FileNotFoundError for a data or weights path that does not exist."""
@@ -210,7 +235,7 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
     """
     import keras
 
-    from prednet_keras import protocols
+    from prednet_keras import protocols, starting_point
     from prednet_keras.train import jit_compile_for
 
     folder = runs.RunFolder(run_dir)
@@ -242,11 +267,15 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
             lambda: protocols.build_chainer_prednet(dataset.frame_shape, model_config),
             chainer_npz_ok=True,
         )
-        preset = protocols.protocol_preset(config.model, config.protocol)
+        preset = config.training_protocol()
         windows, _ = protocols.plan_windows(
             [len(s) for s in protocols.chainer_sequences(dataset)], preset.period, preset.bprop
         )
         total = len(windows)
+        # main.py's order: the sequences in turn, cycled; the windows say it all.
+        data_order = starting_point.order_checksum(
+            [v for w in windows for v in (w.sequence, w.first_step, w.last_step)]
+        )
         label = f"prednet-chainer ({config.protocol}, tbptt {config.tbptt})"
     else:
         from prednet_keras import autoencoder as ae
@@ -254,18 +283,32 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
 
         print(f"Loading MNIST ({'embedded copy' if config.data is None else config.data}) ...", flush=True)
         mnist = load_mnist(config.data)
-        manifest["data"] = {
-            "source": config.data or f"embedded:{os.path.basename(str(embedded_mnist_path()))}",
-            "train_images": int(len(mnist[0][0])),
-            "test_images": int(len(mnist[1][0])),
-        }
+        manifest["data"] = _describe_mnist(
+            mnist, config.data or f"embedded:{os.path.basename(str(embedded_mnist_path()))}"
+        )
         initial, initial_weights = _starting_point(config, initial_path, lambda: ae.build_autoencoder(config.autoencoder))
-        preset = protocols.protocol_preset(config.model, config.protocol)
+        preset = config.training_protocol()
         total = preset.images
         label = f"autoencoder {config.autoencoder} ({config.protocol})"
+        order = protocols.autoencoder_order(len(mnist[0][0]), preset.images, config.seed)
+        data_order = starting_point.order_checksum(order)
 
     manifest["initial_weights"] = initial
-    manifest["seeds"] = {"seed": config.seed, "initial_weights": initial.get("seed", config.seed)}
+    manifest["seeds"] = {
+        "seed": config.seed,
+        "initial_weights": initial.get("seed", config.seed),
+        "data_order": config.seed,
+        "data_order_checksum": data_order,
+    }
+    # What every run of this protocol shares (the report compares only runs
+    # that agree on it); the arm factors below are not part of it.
+    manifest["protocol"] = _protocol_record(config, preset)
+    study = manifest.setdefault("study", {})
+    if config.model == "prednet-chainer":
+        study.setdefault("settings", {}).update(
+            tbptt=config.tbptt, emulate_cpu_aliasing=bool(config.emulate_cpu_aliasing)
+        )
+    trajectory = _Trajectory(folder.path / TRAJECTORY, total, study.get("trajectory_points") or 0)
     session["jit_compile"] = jit
     folder.write_manifest(manifest)
 
@@ -274,6 +317,7 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
 
     def on_update(record):
         history.write(record)
+        trajectory.after_update(record["update"])
         progress(record, total)
 
     print(f"Training {label}; backend {keras.backend.backend()}.", flush=True)
@@ -283,23 +327,25 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
             result = protocols.train_chainer_prednet(
                 dataset,
                 model_config=model_config,
-                protocol=config.protocol,
+                protocol=preset,
                 tbptt=config.tbptt,
                 emulate_cpu_aliasing=config.emulate_cpu_aliasing,
                 seed=config.seed,
                 initial_weights=initial_weights,
                 on_update=on_update,
                 jit_compile=jit,
+                on_start=trajectory.start,
             )
         else:
             result = protocols.train_autoencoder(
                 config.autoencoder,
-                protocol=config.protocol,
+                protocol=preset,
                 seed=config.seed,
                 initial_weights=initial_weights,
                 on_update=on_update,
                 mnist=mnist,
                 jit_compile=jit,
+                on_start=trajectory.start,
             )
     finally:
         history.close()
@@ -307,7 +353,9 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
 
     runs.write_through_temporary(folder.model_path, result.model.save)
     manifest["metric"] = result.metric
-    manifest["result"] = result.summary
+    manifest["result"] = dict(result.summary, weights_checksum=starting_point.weights_checksum(result.model))
+    if trajectory.save():
+        manifest["trajectory"] = trajectory.record()
     manifest["model"] = {
         "name": config.model,
         "parameters": int(result.summary.get("parameters", 0)),
@@ -330,6 +378,104 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
         flush=True,
     )
     return result.summary
+
+
+def _protocol_record(config, preset):
+    """The manifest's `protocol`: what every run of one study protocol shares
+    (not the seed, not the arm factors tbptt and emulate_cpu_aliasing)."""
+    record = {"model": config.model, "preset": dataclasses.asdict(preset)}
+    if config.model == "prednet-chainer":
+        record.update(model_config=config.model_config(), size=list(config.size))
+    else:
+        record["autoencoder"] = config.autoencoder
+    return record
+
+
+def _describe_mnist(mnist, origin):
+    import hashlib
+
+    import numpy as np
+
+    (x_train, y_train), (x_test, y_test) = mnist
+    digest = hashlib.sha256()
+    for array in (x_train, y_train, x_test, y_test):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return {
+        "train": {"source": origin, "images": int(len(x_train)), "checksum": digest.hexdigest()},
+        "test": {"source": origin, "images": int(len(x_test))},
+    }
+
+
+class _Trajectory:
+    """A fixed sample of the weights at evenly spaced updates -> trajectory.npz.
+
+    The report measures how far runs drift apart (docs/study-statistics.md,
+    "Divergence"); the same positions are sampled in every run of a protocol
+    (a fixed numpy seed over the weights sorted by name).
+
+    Args:
+        path: the file to write.
+        total: updates the run will make.
+        points: snapshots after the start (0: none).
+    """
+
+    def __init__(self, path, total, points):
+        import numpy as np
+
+        self.path = path
+        self.points = int(points)
+        self.due = set()
+        if self.points > 0 and total > 0:
+            self.due = {int(round(x)) for x in np.linspace(0, total, self.points + 1)}
+        self.target = None
+        self.positions = None
+        self.steps, self.values = [], []
+
+    def start(self, target):
+        if not self.due:
+            return
+        self.target = target
+        self._snapshot(0)
+
+    def after_update(self, update):
+        if self.target is not None and update in self.due:
+            self._snapshot(update)
+
+    def _snapshot(self, update):
+        import numpy as np
+
+        from prednet_keras import starting_point
+
+        if hasattr(self.target, "jax_state_sync"):
+            # JAX fit keeps the state outside the variables between syncs.
+            self.target.jax_state_sync()
+        weights = starting_point.current_weights(self.target)
+        flat = np.concatenate([np.asarray(weights[k], dtype=np.float64).ravel() for k in sorted(weights)])
+        if self.positions is None:
+            count = min(TRAJECTORY_VALUES, flat.size)
+            self.positions = np.sort(np.random.default_rng(0).choice(flat.size, size=count, replace=False))
+        if update in self.steps:
+            return
+        self.steps.append(int(update))
+        self.values.append(flat[self.positions])
+
+    def save(self):
+        """Writes the file; False when there is nothing to write."""
+        import numpy as np
+
+        if not self.steps:
+            return False
+
+        def write(path):
+            with open(path, "wb") as handle:
+                np.savez(handle, steps=np.asarray(self.steps, dtype=np.int64), values=np.stack(self.values))
+
+        runs.write_through_temporary(self.path, write)
+        return True
+
+    def record(self):
+        return {"file": self.path.name, "points": len(self.steps), "values": int(len(self.positions)),
+                "what": "a fixed sample of the weights (sorted by name), float64"}
 
 
 def _starting_point(config, path, build, chainer_npz_ok=False):

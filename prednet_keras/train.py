@@ -411,6 +411,16 @@ def pass_order(count, seed, k):
     return starting_point.data_order(count, seed, epoch=k if k else None)
 
 
+def run_order_checksum(count, config):
+    """Checksum of every sequence index the whole run visits, in order (EpochBatches' stream)."""
+    from prednet_keras import starting_point
+
+    positions = config.epochs * config.steps_per_epoch * config.batch_size
+    passes = -(-positions // count)
+    stream = np.concatenate([pass_order(count, config.seed, k) for k in range(passes)])[:positions]
+    return starting_point.order_checksum(stream)
+
+
 # -- Keras pieces -------------------------------------------------------------
 
 
@@ -756,7 +766,12 @@ def run_training(run_dir, runtime_record=None, quiet=False):
 
     manifest.update(
         initial_weights=initial,
-        seeds={"seed": config.seed, "initial_weights": initial.get("seed", config.seed), "data_order": config.seed},
+        seeds={
+            "seed": config.seed,
+            "initial_weights": initial.get("seed", config.seed),
+            "data_order": config.seed,
+            "data_order_checksum": run_order_checksum(len(sequences), config),
+        },
         model={
             "name": config.model,
             "layer": "prednet_keras.layers.lotter.PredNet",
@@ -831,10 +846,11 @@ def run_training(run_dir, runtime_record=None, quiet=False):
             f"The loss became NaN or infinite at {where}; the last good epoch is kept in {folder.path} "
             f"(try a lower --lr)."
         )
-    return _finish(folder, manifest, session, folder.read_state())
+    # Final weights, the same bytes on every backend: the determinism audit's record.
+    return _finish(folder, manifest, session, folder.read_state(), starting_point.weights_checksum(model))
 
 
-def _finish(folder, manifest, session, state):
+def _finish(folder, manifest, session, state, weights_checksum=None):
     """Records the outcome in the manifest, redraws loss.png, prints a summary."""
     history = folder.read_history()
     epochs = [r for r in history if r["kind"] == "epoch"]
@@ -849,6 +865,8 @@ def _finish(folder, manifest, session, state):
             sum(s.get("seconds") or 0.0 for s in manifest.get("sessions", [])), 3
         ),
     }
+    if weights_checksum:
+        result["weights_checksum"] = weights_checksum
     session["ended"] = _now()
     session["end_epoch"] = result["epochs_completed"]
     manifest["status"] = "complete"
