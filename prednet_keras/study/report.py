@@ -153,8 +153,7 @@ def curve_checksum(history):
     """
     digest = hashlib.sha256()
     for row in history:
-        values = (row.get("kind"), row.get("epoch"), row.get("step"), row.get("global_step"),
-                  row.get("loss"), row.get("val_loss"), row.get("lr"))
+        values = tuple((key, row[key]) for key in sorted(row) if key != "seconds")
         digest.update(repr(values).encode("utf-8") + b"\n")
     return digest.hexdigest()
 
@@ -230,6 +229,9 @@ class Run:
         self.protocol_key = _canonical(self.protocol)
         self.claims_determinism = bool(self.settings.get("deterministic"))
         steps = [r for r in self.history if r.get("kind") == "step" and r.get("global_step") is not None]
+        if not steps and self.history and "update" in self.history[0]:
+            # The study models' history: one row per update, no kind column.
+            steps = [dict(r, global_step=int(r["update"])) for r in self.history if r.get("update") is not None]
         steps.sort(key=lambda r: r["global_step"])
         self.steps = np.array([r["global_step"] for r in steps], dtype=np.int64)
         self.losses = np.array([r["loss"] if r["loss"] is not None else math.nan for r in steps], dtype=float)

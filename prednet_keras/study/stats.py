@@ -309,7 +309,8 @@ def levene_test(a, b):
 
     Returns:
         dict: w, p, sd_ratio (SD a / SD b). Two samples without any spread:
-        p = 1 (nothing to tell apart).
+        p = 1 (nothing to tell apart); no spread of the deviations within
+        either sample (e.g. two values each): w and p nan (undefined).
     """
     a, b = _values(a), _values(b)
     if a.size < 2 or b.size < 2:
@@ -318,7 +319,12 @@ def levene_test(a, b):
     ratio = float(_safe_ratio(sd_a, sd_b))
     if np.ptp(a - np.median(a)) == 0 and np.ptp(b - np.median(b)) == 0:
         return {"w": 0.0, "p": 1.0, "sd_ratio": ratio}
-    result = stats.levene(a, b, center="median")
+    # Equal absolute deviations within each sample (e.g. two values per sample)
+    # leave no within-group spread: W is undefined (nan), not a warning.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = stats.levene(a, b, center="median")
+    if not math.isfinite(float(result.statistic)):
+        return {"w": math.nan, "p": math.nan, "sd_ratio": ratio}
     return {"w": float(result.statistic), "p": float(result.pvalue), "sd_ratio": ratio}
 
 
@@ -566,6 +572,7 @@ def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, pow
         "mann_whitney": mann_whitney(a, b),
         "levene": levene_test(a, b),
         "paired": None,
+        "identical_seeds": _identical_seeds(a, b, seeds_a, seeds_b),
     }
     if shared:
         index_a = {s: i for i, s in enumerate(seeds_a)}
@@ -594,6 +601,15 @@ def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, pow
     out["power"] = _power_summary(sd, sd_kind, margin, alpha, power, bool(shared),
                                   out["shared_seeds"] if shared else min(a.size, b.size))
     return out
+
+
+def _identical_seeds(a, b, seeds_a, seeds_b):
+    """{"shared", "equal"}: seeds both arms ran, and how many gave exactly the same value."""
+    if seeds_a is None or seeds_b is None:
+        return {"shared": 0, "equal": 0}
+    index_b = {s: i for i, s in enumerate(seeds_b)}
+    shared = [(i, index_b[s]) for i, s in enumerate(seeds_a) if s in index_b]
+    return {"shared": len(shared), "equal": sum(1 for i, j in shared if a[i] == b[j])}
 
 
 def _power_summary(sd, sd_kind, margin, alpha, power, paired, n_now):
@@ -678,7 +694,8 @@ def compare_configurations(groups, seeds=None, margin=None, margin_sd=MARGIN_SD,
 def verdict(pair, alpha=ALPHA):
     """The plain-words decision for one compared pair (after Holm).
 
-    Rules: "difference detected" when the primary test's Holm-adjusted p <
+    Rules: "identical" when both arms ran the same seeds (at least 2) and
+    each gave exactly the same value in both; else "difference detected" when the primary test's Holm-adjusted p <
     alpha; else "equivalent within +/- margin" when TOST's Holm-adjusted p <
     alpha; else "inconclusive: about N seeds per configuration needed", N from
     the power analysis (enough to detect a shift of the margin and to show
@@ -689,12 +706,20 @@ def verdict(pair, alpha=ALPHA):
         alpha: level.
 
     Returns:
-        dict: verdict (the sentence), verdict_kind ("difference", "equivalent"
+        dict: verdict (the sentence), verdict_kind ("identical": every seed
+        gave exactly the same value in both arms; "difference", "equivalent"
         or "inconclusive"), notes (list of sentences: supporting and
         contradicting evidence).
     """
     p = pair["p_holm"]
     notes = []
+    same = pair.get("identical_seeds") or {}
+    if same.get("shared", 0) >= 2 and same["equal"] == same["shared"] == pair["n_a"] == pair["n_b"]:
+        # Not inference: every seed gave the very same number in both arms.
+        return {"verdict": f"equivalent: identical results for each of the {same['shared']} seeds",
+                "verdict_kind": "identical",
+                "notes": ["the configuration made no difference to any seed's outcome; "
+                          "the tests below have no spread to work with"]}
     margin = pair["tost"]["margin"] if pair.get("tost") else math.nan
     paired = pair.get("paired")
     if paired and paired["n"] >= 2 and paired["sd"] == 0 and paired["difference"] == 0:

@@ -206,8 +206,24 @@ def test_bit_identical_arms_are_equivalent():
     x = np.random.default_rng(14).normal(0, 1, 6)
     seeds = list(range(6))
     (pair,) = stats.compare_configurations({"A": x, "B": x.copy()}, seeds={"A": seeds, "B": seeds})["pairs"]
-    assert pair["verdict_kind"] == "equivalent"
-    assert any("identical" in note for note in pair["notes"])
+    assert pair["verdict_kind"] == "identical"
+    assert pair["verdict"] == "equivalent: identical results for each of the 6 seeds"
+    assert pair["identical_seeds"] == {"shared": 6, "equal": 6}
+    # The tests themselves agree: TOST passes on the paired differences.
+    assert pair["p_holm"]["tost"] < 0.05
+
+
+def test_identical_needs_every_seed_identical():
+    x = np.random.default_rng(14).normal(0, 1, 6)
+    y = x.copy()
+    y[3] += 1e-9
+    seeds = list(range(6))
+    (pair,) = stats.compare_configurations({"A": x, "B": y}, seeds={"A": seeds, "B": seeds})["pairs"]
+    assert pair["verdict_kind"] != "identical"
+    assert pair["identical_seeds"] == {"shared": 6, "equal": 5}
+    # Two seeds, unpaired-size, identical: still identical (no inference needed).
+    (pair,) = stats.compare_configurations({"A": x[:2], "B": x[:2].copy()}, seeds={"A": [0, 1], "B": [0, 1]})["pairs"]
+    assert pair["verdict_kind"] == "identical"
 
 
 def test_spread_change_is_noted():
