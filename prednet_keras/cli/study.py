@@ -1,11 +1,14 @@
 """prednet-study: run one training across a matrix of configurations, and decide with statistics.
 
-    prednet-study run SPEC -o DIR        (to come: the spec, runner and resume live in prednet_keras.study)
+    prednet-study run SPEC -o DIR
     prednet-study report DIR... -o REPORT
 
-Each subcommand only parses, calls prednet_keras.study and prints; add `run`
-as another `@main.command` below, next to `report`.
+Each subcommand only parses, calls prednet_keras.study and prints.
 """
+
+import os
+import sys
+import time
 
 import click
 
@@ -17,6 +20,153 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 @click.group(context_settings=CONTEXT)
 def main():
     """Controlled study: does the hardware or software configuration change what PredNet learns?"""
+
+
+class _Progress:
+    """What `run` shows: a progress bar with ETA on a terminal, one line per run otherwise."""
+
+    def __init__(self, quiet):
+        self.quiet = quiet
+        self.bar = None
+        self.task = None
+        self.started = time.perf_counter()
+        self.done_at_start = 0
+
+    def start(self, total, done):
+        self.total, self.done_at_start = total, done
+        click.echo(f"{total} runs planned, {done} already done, {total - done} to run.", err=True)
+        if not self.quiet and sys.stderr.isatty() and total > done:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+                TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}"),
+                                console=Console(stderr=True), transient=False)
+            self.bar.start()
+            self.task = self.bar.add_task("", total=total, completed=done)
+
+    def message(self, text):
+        if self.bar is not None:
+            self.bar.console.print(text)
+        else:
+            click.echo(text, err=True)
+
+    def run_started(self, run):
+        if self.bar is not None:
+            self.bar.update(self.task, description=f"started {run.key}")
+
+    def run_finished(self, outcome, done, total):
+        metric = f"  metric {outcome.metric:.6g}" if outcome.metric is not None else ""
+        if outcome.status == "done":
+            line = f"done    {outcome.key}  {outcome.seconds:.0f} s{metric}"
+        else:
+            line = f"FAILED  {outcome.key}  {outcome.seconds:.0f} s: {outcome.message}"
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+            self.bar.console.print(line)
+        else:
+            elapsed = time.perf_counter() - self.started
+            finished_here = done - self.done_at_start
+            eta = ""
+            if finished_here and done < total:
+                eta = f", ETA {_duration(elapsed / finished_here * (total - done))}"
+            click.echo(f"[{done}/{total}{eta}] {line}", err=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _duration(seconds):
+    seconds = int(round(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+@main.command(
+    context_settings=CONTEXT,
+    short_help="Run every configuration x seed x replicate of a spec (resumable).",
+    epilog="""\b
+Examples:
+  prednet-study run specs/quick.toml -o results/quick
+  prednet-study run specs/quick.toml -o results/quick            # again: resumes, skips finished runs
+  prednet-study run specs/paper.toml -o cpu-box --only 'cpu-*'   # this machine's arms only
+  prednet-study run specs/paper.toml -o results --dry-run        # show the plan
+""",
+)
+@click.argument("spec_path", metavar="SPEC")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+              help="Study folder: seeds/, runs/<configuration>/<run>/, study.json, report/.")
+@click.option("-j", "--workers", type=click.IntRange(min=1),
+              help="Runs at once (processes; several may share a GPU) [default: the spec's `workers`, else 1].")
+@click.option("--only", multiple=True, metavar="GLOB",
+              help="Run only the configurations whose names match (repeatable); the rest can run elsewhere.")
+@click.option("--report/--no-report", default=True, show_default=True,
+              help="Write DIR/report when every planned run is done.")
+@click.option("--dry-run", is_flag=True, help="Show what would run, and stop.")
+@click.option("-q", "--quiet", is_flag=True, help="One line per finished run, no progress bar.")
+@click.pass_context
+@fail_on_user_errors
+def run(ctx, spec_path, output, workers, only, report, dry_run, quiet):
+    """Run the study in SPEC (a TOML file, or a ready spec: quick, paper, retraction) into --output.
+
+    Every run is a separate training process and the usual run folder. For each
+    seed the initial weights are made once and shared by every configuration;
+    the data order follows the seed. Running the same command again resumes:
+    finished runs are kept as they are, unfinished ones start again. More seeds,
+    replicates or configurations can be added to the spec later; the training
+    options and existing configurations must stay as they were.
+    """
+    from prednet_keras.study.runner import plan_status, run_study
+    from prednet_keras.study.spec import load_spec, resolve_spec_path
+
+    spec_path = resolve_spec_path(spec_path)
+    spec = load_spec(spec_path)
+    command = ["prednet-study"] + sys.argv[1:]
+    if dry_run:
+        configurations = spec.select(only)
+        finished, pending = plan_status(spec, output, configurations) if os.path.isdir(output) else ([], spec.planned_runs(configurations))
+        click.echo(f"Study {spec.name}: model {spec.model}, {len(spec.seeds)} seeds x {spec.replicates} "
+                   f"replicate(s){' + 1-ulp baseline' if spec.ulp_baseline else ''} x {len(configurations)} "
+                   f"configuration(s) = {len(finished) + len(pending)} runs; {len(finished)} done, "
+                   f"{len(pending)} to run.")
+        for config in configurations:
+            runtime = ", ".join(f"{k}={v}" for k, v in config.runtime.items() if v is not None)
+            factors = ", ".join(f"{k}={v}" for k, v in config.factors.items())
+            click.echo(f"  {config.name}: {runtime}" + (f"; {factors}" if factors else ""))
+        return
+    progress = _Progress(quiet)
+    try:
+        outcome = run_study(spec, output, workers=workers, only=list(only), spec_path=spec_path, command=command,
+                            progress=progress)
+    except KeyboardInterrupt:
+        progress.close()
+        click.echo(f"\nInterrupted; finished runs are kept. Resume with: prednet-study run {spec_path} -o {output}",
+                   err=True)
+        ctx.exit(130)
+    progress.close()
+    for name, message in outcome["skipped"].items():
+        click.echo(f"Configuration {name} stopped after a failed run: {message}", err=True)
+    if outcome["failed"]:
+        click.echo(f"{len(outcome['failed'])} run(s) failed; their folders (runs/<configuration>/.partial-*) keep "
+                   f"log.txt. Fix the cause and run the same command to retry.", err=True)
+        ctx.exit(1)
+    if outcome["pending"]:
+        ctx.exit(1)
+    if report and not only:
+        from prednet_keras.study.report import ReportOptions, make_report
+
+        options = ReportOptions(**{k: v for k, v in spec.report.items()})
+        result = make_report([os.path.join(output, "runs")], os.path.join(output, "report"), options,
+                             overwrite=True)
+        click.echo(f"{result['runs_used']} runs in the report: {os.path.join(output, 'report', 'report.md')}")
+    elif report:
+        click.echo(f"This machine's part is done. Merge the study folders with: prednet-study report "
+                   f"{output} OTHER_FOLDER... -o REPORT", err=True)
 
 
 @main.command(

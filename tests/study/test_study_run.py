@@ -1,0 +1,203 @@
+"""prednet-study run end to end: real training processes on this CPU, killed and resumed,
+two "machines" merged into one report."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from prednet_keras.cli.study import main as study_cli
+from prednet_keras.study import runner
+from prednet_keras.study.spec import SpecError, load_spec
+
+# 2 configurations x 3 seeds x 2 replicates of a tiny autoencoder protocol.
+SPEC = """
+name = "tiny"
+model = "autoencoder"
+seeds = 3
+replicates = 2
+trajectory_points = 3
+workers = 2
+
+[train]
+protocol = "quick"
+images = 30
+
+[runtime]
+backend = "tensorflow"
+device = "cpu"
+deterministic = true
+
+[configurations.one-thread]
+threads = 1
+
+[configurations.two-threads]
+threads = 2
+"""
+
+
+def study_command(*args):
+    return [sys.executable, "-m", "prednet_keras.cli.study", *map(str, args)]
+
+
+def final_runs(folder):
+    return sorted(p for p in Path(folder, "runs").glob("*/seed-*") if p.is_dir())
+
+
+def partial_runs(folder):
+    return sorted(Path(folder, "runs").glob("*/.partial-*"))
+
+
+def processes_writing_to(folder):
+    """PIDs of processes whose command line names `folder` (the training workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(folder) in command and "prednet_keras.worker" in command:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def spec_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("spec") / "tiny.toml"
+    path.write_text(SPEC)
+    return path
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(spec_file, tmp_path_factory):
+    """Machine A: the one-thread arm, killed mid-way (SIGKILL) and resumed."""
+    out = tmp_path_factory.mktemp("machine-a") / "study"
+    first = subprocess.Popen(study_command("run", spec_file, "-o", out, "--only", "one-thread", "--quiet"),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and first.poll() is None:
+        if len(final_runs(out)) >= 1 and partial_runs(out):
+            break
+        time.sleep(0.2)
+    assert first.poll() is None, "the study finished before it could be killed:\n" + first.stdout.read()
+    finished_before = {p.name: (p / "manifest.json").read_bytes() for p in final_runs(out)}
+    interrupted = [p.name for p in partial_runs(out)]
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    # Its training processes die with it (SIGTERM from the kernel), none left writing.
+    for _ in range(100):
+        if not processes_writing_to(out):
+            break
+        time.sleep(0.2)
+    assert processes_writing_to(out) == []
+    second = subprocess.run(study_command("run", spec_file, "-o", out, "--only", "one-thread", "--quiet"),
+                            capture_output=True, text=True, timeout=600)
+    return out, finished_before, interrupted, second
+
+
+def test_killed_study_resumes_without_redoing_or_losing_runs(killed_and_resumed):
+    out, finished_before, interrupted, second = killed_and_resumed
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "unfinished run folder" in second.stderr and "start again" in second.stderr
+    runs = final_runs(out)
+    assert [p.name for p in runs] == [f"seed-000{s}-r{r}" for s in range(3) for r in (1, 2)]
+    assert partial_runs(out) == []
+    for path in runs:
+        manifest = json.loads((path / "manifest.json").read_text())
+        assert manifest["status"] == "complete"
+        assert manifest["study"]["configuration"] == "one-thread"
+        assert manifest["initial_weights"]["checksum"] == manifest["study"]["seed_checksum"]
+        assert (path / "trajectory.npz").is_file() and (path / "log.txt").is_file()
+    # Finished runs were not touched; the killed ones were trained again from the start.
+    for name, data in finished_before.items():
+        assert (out / "runs" / "one-thread" / name / "manifest.json").read_bytes() == data
+    for name in interrupted:
+        assert (out / "runs" / "one-thread" / name.removeprefix(".partial-")).is_dir()
+    # Every run was done exactly once: one session each.
+    assert all(len(json.loads((p / "manifest.json").read_text())["sessions"]) == 1 for p in runs)
+    record = json.loads((out / "study.json").read_text())
+    assert len(record["invocations"]) == 2
+
+
+def test_running_again_does_nothing(killed_and_resumed, spec_file):
+    out = killed_and_resumed[0]
+    before = {p: (p / "manifest.json").stat().st_mtime_ns for p in final_runs(out)}
+    result = CliRunner().invoke(study_cli, ["run", str(spec_file), "-o", str(out), "--only", "one-thread"])
+    assert result.exit_code == 0, result.output
+    assert "6 runs planned, 6 already done, 0 to run" in result.output
+    assert {p: (p / "manifest.json").stat().st_mtime_ns for p in final_runs(out)} == before
+
+
+def test_two_machines_merge_into_one_report(killed_and_resumed, spec_file, tmp_path):
+    machine_a = killed_and_resumed[0]
+    machine_b = tmp_path / "machine-b"
+    result = subprocess.run(study_command("run", spec_file, "-o", machine_b, "--only", "two-threads", "-j", "2"),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "This machine's part is done" in result.stderr
+    # Each machine made the seeds' starting points itself: the same bytes.
+    for seed in range(3):
+        a = json.loads((machine_a / "seeds" / f"seed-000{seed}" / "seed.json").read_text())
+        b = json.loads((machine_b / "seeds" / f"seed-000{seed}" / "seed.json").read_text())
+        assert a["checksum"] == b["checksum"]
+    report_dir = tmp_path / "report"
+    result = subprocess.run(study_command("report", machine_a, machine_b, "-o", report_dir),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((report_dir / "report.json").read_text())
+    assert report["runs_used"] == 12
+    (section,) = report["protocols"]
+    configs = {c["name"]: c for c in section["configurations"]}
+    assert set(configs) == {"one-thread", "two-threads"}
+    for config in configs.values():
+        assert config["summary"]["n"] == 3
+        assert config["determinism"]["status"] == "deterministic"
+    (pair,) = section["comparisons"]["pairs"]
+    # TensorFlow's deterministic CPU kernels give the same bits with 1 and 2 threads
+    # for this model; if that ever changes, the verdict must still be one of the four.
+    assert pair["verdict_kind"] in ("identical", "equivalent", "difference", "inconclusive")
+    for name in ("report.md", "final_metric.png", "loss_curves.png", "divergence.png"):
+        assert (report_dir / name).is_file() and (report_dir / name).stat().st_size > 0
+
+
+def test_a_folder_keeps_its_protocol_and_configurations(killed_and_resumed, spec_file, tmp_path):
+    out = killed_and_resumed[0]
+    changed = tmp_path / "changed.toml"
+    changed.write_text(SPEC.replace("images = 30", "images = 40"))
+    with pytest.raises(SpecError, match=r"another \[train\] images"):
+        runner.run_study(load_spec(changed), out, only=["one-thread"])
+    renamed = tmp_path / "renamed.toml"
+    renamed.write_text(SPEC.replace("[configurations.two-threads]\nthreads = 2",
+                                    "[configurations.one-thread-b]\nthreads = 2").replace(
+        "[configurations.one-thread]\nthreads = 1", "[configurations.one-thread]\nthreads = 3"))
+    with pytest.raises(SpecError, match="configuration one-thread differs"):
+        runner.run_study(load_spec(renamed), out, only=["one-thread"])
+
+
+def test_a_second_study_process_is_refused(killed_and_resumed, spec_file):
+    out = killed_and_resumed[0]
+    import fcntl
+
+    with open(out / runner.LOCK, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        handle.write("4242")
+        handle.flush()
+        result = subprocess.run(study_command("run", spec_file, "-o", out, "--only", "one-thread"),
+                                capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert "Another prednet-study run" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_not_a_study_folder_is_never_written_into(spec_file, tmp_path):
+    (tmp_path / "mine.txt").write_text("keep me")
+    result = CliRunner().invoke(study_cli, ["run", str(spec_file), "-o", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "is not a study folder" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != runner.LOCK) == ["mine.txt"]
