@@ -100,6 +100,7 @@ Examples:
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Run folder [default: weights/prednet-<date>-<time>].")
 @click.option("--resume", is_flag=True, help="Continue the run in --output from its last completed epoch (--epochs may be raised).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run folder at --output.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Train N times into OUTPUT/repeat-1..N and say whether the runs are bit-identical (final weights and loss curves): a determinism audit.")
 @click.option("-q", "--quiet", is_flag=True, help="One log line per epoch instead of a progress bar.")
 @click.pass_context
 @fail_on_user_errors
@@ -124,6 +125,8 @@ def main(ctx, **options):
     from prednet_keras.study_train import STUDY_MODELS
 
     _check_combinations(ctx, options)
+    if options["repeat"] > 1:
+        ctx.exit(_repeat(options))
     if options["model"] in STUDY_MODELS:
         existed = options["output"] is not None and os.path.isdir(options["output"])
         folder, runtime_config = _prepare_study(options)
@@ -149,6 +152,59 @@ def main(ctx, **options):
             err=True,
         )
     ctx.exit(code)
+
+
+def _repeat(options):
+    """--repeat N: N identical runs, then the determinism audit; returns the exit status."""
+    import json
+
+    from prednet_keras import runs, worker
+    from prednet_keras.study.report import curve_checksum
+    from prednet_keras.study_train import STUDY_MODELS
+
+    if options["resume"]:
+        raise click.UsageError("--repeat makes new runs; it cannot be combined with --resume.")
+    parent = options["output"] or _default_output(options["model"])
+    folders = []
+    for number in range(1, options["repeat"] + 1):
+        each = dict(options, output=os.path.join(parent, f"repeat-{number}"))
+        prepare = _prepare_study if options["model"] in STUDY_MODELS else _prepare_new
+        folder, runtime_config = prepare(each)
+        click.echo(f"Run {number} of {options['repeat']}: {folder.path}", err=True)
+        code = worker.launch(folder.path, runtime_config, quiet=options["quiet"])
+        if code != 0:
+            click.echo(f"Run {number} did not finish (exit status {code}); no audit.", err=True)
+            return code
+        folders.append(folder)
+    records = []
+    for folder in folders:
+        manifest = folder.read_manifest()
+        records.append({
+            "run": str(folder.path),
+            "weights_checksum": (manifest.get("result") or {}).get("weights_checksum"),
+            "curve_checksum": curve_checksum(folder.read_history()),
+            "initial_weights_checksum": (manifest.get("initial_weights") or {}).get("checksum"),
+        })
+    first = records[0]
+    for record in records:
+        record["identical_to_first"] = (record["weights_checksum"] == first["weights_checksum"]
+                                        and record["curve_checksum"] == first["curve_checksum"])
+    identical = all(r["identical_to_first"] for r in records)
+    audit = {"repeats": len(records), "bit_identical": identical, "deterministic_requested": options["deterministic"],
+             "runs": records}
+    runs.atomic_write_json(os.path.join(parent, "repeat.json"), audit)
+    for record in records:
+        click.echo(f"  {record['run']}: weights {str(record['weights_checksum'])[:12]}, "
+                   f"curve {record['curve_checksum'][:12]}" + ("" if record["identical_to_first"] else "  DIFFERS"))
+    if identical:
+        click.echo(f"Bit-identical: all {len(records)} runs ended with the same weights and loss curve "
+                   f"({os.path.join(parent, 'repeat.json')}).")
+        return 0
+    click.echo(f"Not bit-identical: the runs differ ({os.path.join(parent, 'repeat.json')}).")
+    if options["deterministic"]:
+        click.echo("Error: --deterministic was asked for, and the repeats differ: a determinism defect.", err=True)
+        return 1
+    return 0
 
 
 def _check_combinations(ctx, options):
