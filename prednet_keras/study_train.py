@@ -23,6 +23,8 @@ import shutil
 import time
 
 from prednet_keras import runs
+from prednet_keras.trajectory import FILE as TRAJECTORY_FILE
+from prednet_keras.trajectory import Trajectory
 
 __all__ = ["STUDY_MODELS", "StudyConfig", "run_study_training"]
 
@@ -31,10 +33,6 @@ PROTOCOLS = ("paper", "quick")
 TBPTT_MODES = ("chainer", "clean")
 AUTOENCODERS = ("conv", "dense")
 CHAINER_DEFAULT_SIZE = (120, 160)
-
-TRAJECTORY = "trajectory.npz"
-# Weights sampled per trajectory point: enough for a stable distance, small on disk.
-TRAJECTORY_VALUES = 4096
 
 HISTORY_COLUMNS = {
     "prednet-chainer": ("update", "loss", "window_loss", "sequence", "frame", "frames_seen", "steps", "seconds"),
@@ -308,7 +306,7 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
         study.setdefault("settings", {}).update(
             tbptt=config.tbptt, emulate_cpu_aliasing=bool(config.emulate_cpu_aliasing)
         )
-    trajectory = _Trajectory(folder.path / TRAJECTORY, total, study.get("trajectory_points") or 0)
+    trajectory = Trajectory(folder.path / TRAJECTORY_FILE, total, study.get("trajectory_points") or 0)
     session["jit_compile"] = jit
     folder.write_manifest(manifest)
 
@@ -404,78 +402,6 @@ def _describe_mnist(mnist, origin):
         "train": {"source": origin, "images": int(len(x_train)), "checksum": digest.hexdigest()},
         "test": {"source": origin, "images": int(len(x_test))},
     }
-
-
-class _Trajectory:
-    """A fixed sample of the weights at evenly spaced updates -> trajectory.npz.
-
-    The report measures how far runs drift apart (docs/study-statistics.md,
-    "Divergence"); the same positions are sampled in every run of a protocol
-    (a fixed numpy seed over the weights sorted by name).
-
-    Args:
-        path: the file to write.
-        total: updates the run will make.
-        points: snapshots after the start (0: none).
-    """
-
-    def __init__(self, path, total, points):
-        import numpy as np
-
-        self.path = path
-        self.points = int(points)
-        self.due = set()
-        if self.points > 0 and total > 0:
-            self.due = {int(round(x)) for x in np.linspace(0, total, self.points + 1)}
-        self.target = None
-        self.positions = None
-        self.steps, self.values = [], []
-
-    def start(self, target):
-        if not self.due:
-            return
-        self.target = target
-        self._snapshot(0)
-
-    def after_update(self, update):
-        if self.target is not None and update in self.due:
-            self._snapshot(update)
-
-    def _snapshot(self, update):
-        import numpy as np
-
-        from prednet_keras import starting_point
-
-        if hasattr(self.target, "jax_state_sync"):
-            # JAX fit keeps the state outside the variables between syncs.
-            self.target.jax_state_sync()
-        weights = starting_point.current_weights(self.target)
-        flat = np.concatenate([np.asarray(weights[k], dtype=np.float64).ravel() for k in sorted(weights)])
-        if self.positions is None:
-            count = min(TRAJECTORY_VALUES, flat.size)
-            self.positions = np.sort(np.random.default_rng(0).choice(flat.size, size=count, replace=False))
-        if update in self.steps:
-            return
-        self.steps.append(int(update))
-        self.values.append(flat[self.positions])
-
-    def save(self):
-        """Writes the file; False when there is nothing to write."""
-        import numpy as np
-
-        if not self.steps:
-            return False
-
-        def write(path):
-            with open(path, "wb") as handle:
-                np.savez(handle, steps=np.asarray(self.steps, dtype=np.int64), values=np.stack(self.values))
-
-        runs.write_through_temporary(self.path, write)
-        return True
-
-    def record(self):
-        return {"file": self.path.name, "points": len(self.steps), "values": int(len(self.positions)),
-                "what": "a fixed sample of the weights (sorted by name), float64"}
 
 
 def _starting_point(config, path, build, chainer_npz_ok=False):

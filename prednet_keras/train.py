@@ -35,6 +35,8 @@ import numpy as np
 from prednet_keras import runs
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.models import build_training_model, layer_loss_weights_for, time_loss_weights_for
+from prednet_keras.trajectory import FILE as TRAJECTORY_FILE
+from prednet_keras.trajectory import Trajectory
 
 __all__ = [
     "MODELS",
@@ -467,11 +469,14 @@ class RunRecorder(keras.callbacks.Callback):
         best: (epoch, value) of the best epoch so far, or None.
         steps_per_epoch: steps per epoch (for global step numbers).
         config: the resolved TrainConfig (for the learning rate).
+        trajectory: a trajectory.Trajectory to feed after every step and save
+            with every checkpoint, or None.
     """
 
-    def __init__(self, folder, export_model, monitor, best, steps_per_epoch, config):
+    def __init__(self, folder, export_model, monitor, best, steps_per_epoch, config, trajectory=None):
         super().__init__()
         self.folder = folder
+        self.trajectory = trajectory
         self.export_model = export_model
         self.monitor = monitor
         self.best_epoch, self.best_value = best if best else (None, math.inf)
@@ -502,6 +507,8 @@ class RunRecorder(keras.callbacks.Callback):
             lr=learning_rate_at(epoch - 1, self.config),
             seconds=round(time.perf_counter() - self._epoch_start, 4),
         )
+        if self.trajectory is not None:
+            self.trajectory.after_update((epoch - 1) * self.steps_per_epoch + batch + 1)
         if not math.isfinite(loss):
             self.diverged = (epoch, batch + 1)
             self.model.stop_training = True
@@ -535,6 +542,9 @@ class RunRecorder(keras.callbacks.Callback):
         improved = value is not None and value < self.best_value
         if improved:
             self.best_epoch, self.best_value = done, value
+        if self.trajectory is not None:
+            # Before the checkpoint: a resumed run drops snapshots past its checkpoint.
+            self.trajectory.save()
         checkpoint = self.folder.checkpoint_path(done)
         runs.write_through_temporary(checkpoint, self.model.save_weights)
         self.folder.write_state(
@@ -805,7 +815,13 @@ def run_training(run_dir, runtime_record=None, quiet=False):
     batches = EpochBatches(
         sequences, config.batch_size, config.steps_per_epoch, first_epoch, config.epochs, config.seed
     )
-    recorder = RunRecorder(folder, export_model, monitor, best, config.steps_per_epoch, config)
+    trajectory = Trajectory(folder.path / TRAJECTORY_FILE, config.epochs * config.steps_per_epoch,
+                            (manifest.get("study") or {}).get("trajectory_points") or 0)
+    if trajectory.enabled:
+        trajectory.resume(first_epoch * config.steps_per_epoch)
+        trajectory.start(model, first_epoch * config.steps_per_epoch)
+    recorder = RunRecorder(folder, export_model, monitor, best, config.steps_per_epoch, config,
+                           trajectory if trajectory.enabled else None)
     callbacks = [
         keras.callbacks.LearningRateScheduler(lambda epoch, lr=None: learning_rate_at(epoch, config)),
         recorder,
@@ -846,6 +862,8 @@ def run_training(run_dir, runtime_record=None, quiet=False):
             f"The loss became NaN or infinite at {where}; the last good epoch is kept in {folder.path} "
             f"(try a lower --lr)."
         )
+    if trajectory.enabled and trajectory.save():
+        manifest["trajectory"] = trajectory.record()
     # Final weights, the same bytes on every backend: the determinism audit's record.
     return _finish(folder, manifest, session, folder.read_state(), starting_point.weights_checksum(model))
 

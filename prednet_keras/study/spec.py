@@ -269,8 +269,6 @@ def parse_spec(data, default_name="study", base=None):
     ulp_baseline = data.get("ulp_baseline", False)
     if not isinstance(ulp_baseline, bool):
         raise SpecError(f"`ulp_baseline` must be true or false, got {ulp_baseline!r}.")
-    if trajectory_points and model == "prednet":
-        raise SpecError("`trajectory_points` is recorded by the study models (prednet-chainer, autoencoder) only.")
     train = _train_options(model, _table(data, "train"), base)
     defaults = _table(data, "runtime")
     configurations = _configurations(model, _table(data, "configurations"), defaults)
