@@ -1,6 +1,6 @@
 """prednet-study: run one training across a matrix of configurations, and decide with statistics.
 
-    prednet-study run SPEC -o DIR
+    prednet-study run SPEC -o DIR [--executor local|ray [--address ADDR]]
     prednet-study report DIR... -o REPORT
 
 Each subcommand only parses, calls prednet_keras.study and prints.
@@ -96,22 +96,41 @@ Examples:
   prednet-study run specs/quick.toml -o results/quick            # again: resumes, skips finished runs
   prednet-study run specs/paper.toml -o cpu-box --only 'cpu-*'   # this machine's arms only
   prednet-study run specs/paper.toml -o results --dry-run        # show the plan
+
+On a Ray cluster (pip install prednet-keras[ray]; -o must be a folder every node
+mounts at the same path):
+  prednet-study run paper -o /shared/paper --executor ray --address HEAD:6379
+  prednet-study run paper -o /shared/paper --executor ray --address auto --gpu-share 0.25
+  prednet-study run paper -o results/paper --executor ray         # a private Ray on this machine
+Each run is a Ray task asking for threads CPUs (1 when unset) and, for GPU arms,
+--gpu-share of a GPU; Ray puts GPU arms only on nodes that declare GPUs.
 """,
 )
 @click.argument("spec_path", metavar="SPEC")
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
               help="Study folder: seeds/, runs/<configuration>/<run>/, study.json, report/.")
 @click.option("-j", "--workers", type=click.IntRange(min=1),
-              help="Runs at once (processes; several may share a GPU) [default: the spec's `workers`, else 1].")
+              help="Runs at once (processes; several may share a GPU) [default: the spec's `workers`, else 1]; "
+              "with --executor ray: runs submitted at once [default: all; Ray places them by resources].")
 @click.option("--only", multiple=True, metavar="GLOB",
               help="Run only the configurations whose names match (repeatable); the rest can run elsewhere.")
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write DIR/report when every planned run is done.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: a pool of processes on this machine. ray: one Ray task per run, on the cluster at "
+              "--address (the output folder must be shared by every node), placed by its resources.")
+@click.option("--address", metavar="ADDR", envvar="RAY_ADDRESS", show_envvar=True,
+              help="With --executor ray: the Ray cluster (HEAD:6379, auto, ray://HEAD:10001) [default: a private "
+              "Ray on this machine only].")
+@click.option("--gpu-share", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
+              help="With --executor ray: the fraction of a GPU each GPU run asks for (0.25: four runs per GPU).")
+@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
+              help="With --executor ray: further attempts of a run whose worker or training process was killed.")
 @click.option("--dry-run", is_flag=True, help="Show what would run, and stop.")
 @click.option("-q", "--quiet", is_flag=True, help="One line per finished run, no progress bar.")
 @click.pass_context
 @fail_on_user_errors
-def run(ctx, spec_path, output, workers, only, report, dry_run, quiet):
+def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_share, retries, dry_run, quiet):
     """Run the study in SPEC (a TOML file, or a ready spec: quick, paper, retraction) into --output.
 
     Every run is a separate training process and the usual run folder. For each
@@ -120,10 +139,22 @@ def run(ctx, spec_path, output, workers, only, report, dry_run, quiet):
     finished runs are kept as they are, unfinished ones start again. More seeds,
     replicates or configurations can be added to the spec later; the training
     options and existing configurations must stay as they were.
+
+    With --executor ray each run is a Ray task on whichever node has the
+    resources its configuration asks for; a run whose worker dies is retried,
+    and the results land in --output, which every node must see at the same
+    path. -j then caps the runs submitted at once (default: all).
     """
     from prednet_keras.study.runner import plan_status, run_study
     from prednet_keras.study.spec import load_spec, resolve_spec_path
 
+    from click.core import ParameterSource
+
+    if executor != "ray":
+        given = [f"--{name.replace('_', '-')}" for name in ("address", "gpu_share", "retries")
+                 if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with --executor ray.")
     spec_path = resolve_spec_path(spec_path)
     spec = load_spec(spec_path)
     command = ["prednet-study"] + sys.argv[1:]
@@ -137,18 +168,27 @@ def run(ctx, spec_path, output, workers, only, report, dry_run, quiet):
         for config in configurations:
             runtime = ", ".join(f"{k}={v}" for k, v in config.runtime.items() if v is not None)
             factors = ", ".join(f"{k}={v}" for k, v in config.factors.items())
-            click.echo(f"  {config.name}: {runtime}" + (f"; {factors}" if factors else ""))
+            placed = ""
+            if executor == "ray":
+                from prednet_keras.study.ray_executor import resource_request
+
+                request = resource_request(config, gpu_share)
+                placed = f"  [Ray: num_cpus={request['num_cpus']}, num_gpus={request['num_gpus']:g}]"
+            click.echo(f"  {config.name}: {runtime}" + (f"; {factors}" if factors else "") + placed)
         return
     progress = _Progress(quiet)
     try:
         outcome = run_study(spec, output, workers=workers, only=list(only), spec_path=spec_path, command=command,
-                            progress=progress)
+                            progress=progress, executor=executor, address=address, gpu_share=gpu_share,
+                            retries=retries)
     except KeyboardInterrupt:
         progress.close()
         click.echo(f"\nInterrupted; finished runs are kept. Resume with: prednet-study run {spec_path} -o {output}",
                    err=True)
         ctx.exit(130)
     progress.close()
+    for name, message in outcome.get("unplaceable", {}).items():
+        click.echo(f"Configuration {name} cannot be placed on the Ray cluster: {message}.", err=True)
     for name, message in outcome["skipped"].items():
         click.echo(f"Configuration {name} stopped after a failed run: {message}", err=True)
     if outcome["failed"]:
@@ -156,6 +196,9 @@ def run(ctx, spec_path, output, workers, only, report, dry_run, quiet):
                    f"log.txt. Fix the cause and run the same command to retry.", err=True)
         ctx.exit(1)
     if outcome["pending"]:
+        if outcome.get("unplaceable"):
+            click.echo(f"{outcome['pending']} run(s) not done; run the same command again once the cluster can "
+                       "place them.", err=True)
         ctx.exit(1)
     if report and not only:
         from prednet_keras.study.report import ReportOptions, make_report

@@ -15,10 +15,15 @@ name only once its training process has finished and its manifest says
 complete and names the seed's initial-weights checksum, so a folder with a
 final name is always a whole run.
 
-Runs go to a pool of `workers` child processes (several may share one GPU:
-JAX is started without preallocation). Training processes get SIGTERM when
-the study process dies, so a killed study leaves no orphan writing into its
-folder. One study process at a time works on a folder (a lock file).
+Runs go to an executor. The default, "local", is a pool of `workers` child
+processes (several may share one GPU: JAX is started without preallocation);
+"ray" (ray_executor.py) makes each run a Ray task placed on whichever node of
+a Ray cluster has the resources its configuration asks for. Both share what a
+run is: its manifest and partial folder (prepare_run: run_manifest +
+make_partial), the training process (worker.start) and the finish step
+(finish_run). Training processes get SIGTERM when the study process dies, so a
+killed study leaves no orphan writing into its folder. One study process at a
+time works on a folder (a lock file).
 """
 
 import dataclasses
@@ -36,7 +41,8 @@ from prednet_keras import runs
 from prednet_keras.study import starting_points
 from prednet_keras.study.spec import SpecError
 
-__all__ = ["StudyFolderError", "plan_status", "run_study"]
+__all__ = ["EXECUTORS", "StudyFolderError", "finish_run", "make_partial", "plan_status", "prepare_run", "run_manifest",
+           "run_study"]
 
 FORMAT = "prednet-keras-study"
 STUDY_RECORD = "study.json"
@@ -45,6 +51,7 @@ LOCK = ".lock"
 RUNS = "runs"
 PARTIAL = ".partial-"
 LOG = "log.txt"
+EXECUTORS = ("local", "ray")
 
 
 class StudyFolderError(ValueError):
@@ -207,13 +214,18 @@ class _Running:
         self.started = started
 
 
-def _start(spec, study_dir, run, seed_record, command, quiet_child=True):
-    from prednet_keras import worker
+def run_manifest(spec, study_dir, run, seed_record, command, executor=None):
+    """The first manifest of a planned run (what every executor writes into its partial folder).
 
-    partial = partial_folder(study_dir, run)
-    if partial.exists():
-        shutil.rmtree(partial)
-    partial.mkdir(parents=True)
+    Args:
+        spec: the StudySpec.
+        study_dir: the study folder.
+        run: the PlannedRun.
+        seed_record: its seed's seed.json (for the checksum the run must start from).
+        command: the command line, for the record.
+        executor: where the run is placed (e.g. {"kind": "ray", "node_id": ...}),
+            recorded as study.executor; None: not recorded (the local pool).
+    """
     config = run.configuration
     init = starting_points.weights_path(study_dir, run.seed, run.perturbation).resolve()
     options = spec.run_options(run, init)
@@ -226,8 +238,36 @@ def _start(spec, study_dir, run, seed_record, command, quiet_child=True):
         "trajectory_points": spec.trajectory_points,
         "seed_checksum": seed_record["ulp_checksum" if run.perturbation == "ulp" else "checksum"],
     }
-    folder = runs.RunFolder(partial)
-    folder.write_manifest(runs.new_manifest(run.name, options, config.runtime, command, study=study))
+    if executor is not None:
+        study["executor"] = dict(executor)
+    return runs.new_manifest(run.name, options, config.runtime, command, study=study)
+
+
+def make_partial(partial, manifest):
+    """(Re)makes a run's partial folder from scratch, holding only `manifest`.
+
+    Whatever an earlier attempt left there is deleted first, so nothing
+    half-written survives into a new attempt.
+    """
+    partial = Path(partial)
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.mkdir(parents=True)
+    runs.RunFolder(partial).write_manifest(manifest)
+    return partial
+
+
+def prepare_run(spec, study_dir, run, seed_record, command, executor=None):
+    """Makes a planned run's partial folder and its manifest; returns the folder."""
+    manifest = run_manifest(spec, study_dir, run, seed_record, command, executor)
+    return make_partial(partial_folder(study_dir, run), manifest)
+
+
+def _start(spec, study_dir, run, seed_record, command, quiet_child=True):
+    from prednet_keras import worker
+
+    partial = prepare_run(spec, study_dir, run, seed_record, command)
+    config = run.configuration
     log = open(partial / LOG, "w", encoding="utf-8")
     process = worker.start(partial, config.runtime_config(), quiet=quiet_child, stdout=log,
                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
@@ -236,17 +276,37 @@ def _start(spec, study_dir, run, seed_record, command, quiet_child=True):
 
 def _finish(study_dir, running, code):
     """Moves a finished run to its final name, or says why it failed."""
-    from prednet_keras.worker import exit_status
-
     running.log.close()
     seconds = time.perf_counter() - running.started
-    key = running.run.key
+    return finish_run(study_dir, running.run, running.folder, code, seconds)
+
+
+def finish_run(study_dir, run, folder, code, seconds):
+    """The shared end of a run: its final name once verified, or why it failed.
+
+    A run folder is renamed (atomically) to its final name only when its
+    training process exited 0, its manifest says complete and it started from
+    its seed's initial weights (the checksum).
+
+    Args:
+        study_dir: the study folder.
+        run: the PlannedRun.
+        folder: its partial folder.
+        code: the training process's return code (Popen's: -N killed by signal N).
+        seconds: how long it ran.
+
+    Returns:
+        RunOutcome.
+    """
+    from prednet_keras.worker import exit_status
+
+    key = run.key
     try:
-        manifest = runs.RunFolder(running.folder).read_manifest()
+        manifest = runs.RunFolder(folder).read_manifest()
     except runs.RunFolderError as error:
         return RunOutcome(key, "failed", seconds, message=str(error))
     if code != 0 or manifest.get("status") != "complete":
-        message = (manifest.get("error") or _last_line(running.folder / LOG)
+        message = (manifest.get("error") or _last_line(Path(folder) / LOG)
                    or f"exit status {exit_status(code)}")
         return RunOutcome(key, "failed", seconds, message=message)
     expected = (manifest.get("study") or {}).get("seed_checksum")
@@ -254,8 +314,8 @@ def _finish(study_dir, running, code):
     if expected != actual:
         return RunOutcome(key, "failed", seconds,
                           message=f"started from weights {str(actual)[:12]}, not the seed's {str(expected)[:12]}")
-    final = run_folder(study_dir, running.run)
-    os.rename(running.folder, final)
+    final = run_folder(study_dir, run)
+    os.rename(folder, final)
     metric = (manifest.get("metric") or {}).get("value")
     return RunOutcome(key, "done", seconds, metric=metric)
 
@@ -277,13 +337,16 @@ def _cpu_threads(config):
 
 
 def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, command=(), progress=None,
-              backend=None):
+              backend=None, executor="local", address=None, gpu_share=1.0, retries=None):
     """Runs every pending run of `spec` into `study_dir`.
 
     Args:
         spec: a StudySpec.
-        study_dir: the study folder (created).
-        workers: runs at once (default: the spec's).
+        study_dir: the study folder (created). With executor "ray" it must be
+            on a file system every node mounts at the same path.
+        workers: runs at once (default: the spec's); with executor "ray":
+            runs submitted at once (default: all, Ray places them as its
+            resources allow).
         only: glob patterns of configuration names to run (default: all); the
             others are left for another machine (`prednet-study report` merges
             the folders).
@@ -293,16 +356,34 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
             run_finished(outcome, done, total), message(text); None: silent.
         backend: backend of the process making the starting points
             (default: Keras' current backend).
+        executor: "local" (a pool of processes on this machine) or "ray"
+            (one Ray task per run; ray_executor.py).
+        address: with executor "ray": the cluster's address (None: a private
+            Ray on this machine).
+        gpu_share: with executor "ray": the fraction of a GPU a GPU run asks for.
+        retries: with executor "ray": further attempts of a run whose worker
+            died (default ray_executor.DEFAULT_RETRIES).
 
     Returns:
         dict: finished (before this call), done, failed (list of RunOutcome),
-        skipped (configurations skipped after a failure), pending.
+        skipped (configurations skipped after a failure), pending; with
+        executor "ray" also unplaceable ({configuration: why no node can run it}).
     """
     import keras
 
+    if executor not in EXECUTORS:
+        raise ValueError(f"Unknown executor {executor!r} (known: {', '.join(EXECUTORS)}).")
     study_dir = Path(study_dir)
     configurations = spec.select(only)
-    workers = workers or spec.workers
+    if executor == "ray":
+        from prednet_keras.study import ray_executor
+
+        ray_executor.require_ray()
+        ray_executor.check_configurations(configurations, gpu_share)
+        if address:
+            ray_executor.check_address(address)
+    else:
+        workers = workers or spec.workers
     study_dir.mkdir(parents=True, exist_ok=True)
     with _Lock(study_dir):
         _record_study(spec, study_dir, spec_path, command)
@@ -322,7 +403,12 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
         records = starting_points.ensure_starting_points(spec, study_dir, seeds, backend or keras.backend.backend())
         for config in configurations:
             (study_dir / RUNS / config.name).mkdir(parents=True, exist_ok=True)
-        _execute(spec, study_dir, pending, records, workers, command, progress, outcome, len(finished))
+        if executor == "ray":
+            ray_executor.execute(spec, study_dir, pending, records, command, progress, outcome, len(finished),
+                                 address=address, gpu_share=gpu_share, max_in_flight=workers,
+                                 retries=ray_executor.DEFAULT_RETRIES if retries is None else retries)
+        else:
+            _execute(spec, study_dir, pending, records, workers, command, progress, outcome, len(finished))
     return outcome
 
 
