@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+from prednet_keras._options import OptionsRecord
+
 __all__ = [
     "BENCH_FORMAT",
     "BenchConfig",
@@ -74,7 +76,7 @@ class BenchError(RuntimeError):
 
 # ------------------------------------------------------------------------ config
 @dataclasses.dataclass
-class BenchConfig:
+class BenchConfig(OptionsRecord):
     """One measured configuration.
 
     Args:
@@ -92,6 +94,8 @@ class BenchConfig:
         warmup: steps run before timing (they include compilation).
         seed: seed of the synthetic input.
     """
+
+    WHAT = "benchmark options"
 
     model: str = "prednet"
     mode: str = "both"
@@ -179,27 +183,6 @@ class BenchConfig:
             f"{self.model} {_show(self.stack_sizes)}, {self.size[0]}x{self.size[1]}, nt {self.nt}, "
             f"batch {self.batch_size}"
         )
-
-    def to_dict(self):
-        """JSON-ready dict of every field."""
-        out = dataclasses.asdict(self)
-        for key, value in out.items():
-            if isinstance(value, tuple):
-                out[key] = list(value)
-        return out
-
-    @classmethod
-    def from_dict(cls, values):
-        """The config a to_dict() produced (unknown keys are an error)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"Unknown benchmark options: {', '.join(unknown)}.")
-        values = dict(values)
-        for key in ("size", "stack_sizes"):
-            if values.get(key) is not None:
-                values[key] = tuple(values[key])
-        return cls(**values)
 
 
 def _flag(name):

@@ -22,6 +22,7 @@ import os
 import shutil
 import time
 
+from prednet_keras._options import OptionsRecord
 from prednet_keras import runs
 from prednet_keras.trajectory import FILE as TRAJECTORY_FILE
 from prednet_keras.trajectory import Trajectory
@@ -41,7 +42,7 @@ HISTORY_COLUMNS = {
 
 
 @dataclasses.dataclass
-class StudyConfig:
+class StudyConfig(OptionsRecord):
     """Everything that defines a study-model run (the runtime aside).
 
     Args:
@@ -60,6 +61,8 @@ class StudyConfig:
             per update, instead of the protocol's (a scaled-down protocol).
         images: autoencoder only: training images instead of the protocol's.
     """
+
+    WHAT = "training options"
 
     model: str = "prednet-chainer"
     protocol: str = "paper"
@@ -157,27 +160,6 @@ class StudyConfig:
         if self.r_stack_sizes is not None:
             config["R_stack_sizes"] = self.r_stack_sizes
         return config
-
-    def to_dict(self):
-        """JSON-ready dict of every field."""
-        out = dataclasses.asdict(self)
-        for key, value in out.items():
-            if isinstance(value, tuple):
-                out[key] = list(value)
-        return out
-
-    @classmethod
-    def from_dict(cls, values):
-        """The config a to_dict() produced (unknown keys are an error)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"Unknown training options: {', '.join(unknown)}.")
-        values = dict(values)
-        for key in ("stack_sizes", "r_stack_sizes", "size"):
-            if values.get(key) is not None:
-                values[key] = tuple(values[key])
-        return cls(**values)
 
 
 def _flag(name):

@@ -32,6 +32,7 @@ import time
 import keras
 import numpy as np
 
+from prednet_keras._options import OptionsRecord
 from prednet_keras import runs
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.models import build_training_model, layer_loss_weights_for, time_loss_weights_for
@@ -60,7 +61,7 @@ class TrainingDiverged(ValueError):
 
 
 @dataclasses.dataclass
-class TrainConfig:
+class TrainConfig(OptionsRecord):
     """Everything that defines a training run (the runtime aside).
 
     Args:
@@ -90,6 +91,8 @@ class TrainConfig:
         seed: seed of the initial weights and of the order of sequences.
         init_weights: a file of initial weights to start from instead of the seed's.
     """
+
+    WHAT = "training options"
 
     model: str = "prednet"
     stack_sizes: tuple = None
@@ -175,28 +178,6 @@ class TrainConfig:
             if value is not None and not os.path.exists(value):
                 raise FileNotFoundError(2, f"{_flag(name)}: no such file or folder", value)
 
-    def to_dict(self):
-        """JSON-ready dict of every field."""
-        out = dataclasses.asdict(self)
-        for key, value in out.items():
-            if isinstance(value, tuple):
-                out[key] = list(value)
-        return out
-
-    @classmethod
-    def from_dict(cls, values):
-        """The config a to_dict() produced (unknown keys are an error)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"Unknown training options: {', '.join(unknown)}.")
-        values = dict(values)
-        for key in ("stack_sizes", "r_stack_sizes", "size"):
-            if values.get(key) is not None:
-                values[key] = tuple(values[key])
-        if isinstance(values.get("layer_loss"), list):
-            values["layer_loss"] = tuple(values["layer_loss"])
-        return cls(**values)
 
     @property
     def nb_layers(self):
