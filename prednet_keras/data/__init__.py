@@ -8,6 +8,7 @@
     SequenceGenerator(data, nt, ...)     keras.utils.PyDataset of sequences
     load_mnist(path=None)                MNIST, embedded or from user files
     embedded_dataset(split)              the embedded real-video files
+    embedded_clips()                     the extra raw clips in data/clips/
 """
 
 from prednet_keras.data.dataset import (
@@ -17,7 +18,7 @@ from prednet_keras.data.dataset import (
     open_dataset,
     write_dataset,
 )
-from prednet_keras.data.embedded import data_dir, embedded_dataset, embedded_mnist_path
+from prednet_keras.data.embedded import data_dir, embedded_clips, embedded_dataset, embedded_mnist_path
 from prednet_keras.data.errors import DataError
 from prednet_keras.data.mnist import load_mnist, read_idx
 from prednet_keras.data.prepare import load_frames, prepare
@@ -34,6 +35,7 @@ __all__ = [
     "data_dir",
     "describe",
     "detect_scene_cuts",
+    "embedded_clips",
     "embedded_dataset",
     "embedded_mnist_path",
     "is_dataset_file",

@@ -15,6 +15,14 @@ ENV_VAR = "PREDNET_KERAS_DATA"
 SPLITS = ("train", "val", "test")
 VIDEO_FILES = {split: f"video_{split}.h5" for split in SPLITS}
 MNIST_FILE = "mnist.npz"
+CLIPS_DIR = "clips"
+# The raw clips in data/clips/ (from Debian's opencv-doc 4.6.0+dfsg-12; see
+# data/README.md) and the sha256 of each, as shipped.
+CLIPS = {
+    "vtest.avi": "45cddc9490be69345cbdab64ca583be65987e864ca408038e648db99e10516cf",
+    "box.mp4": "62b744b99403f899707c43398a3822441add6160379ab6dd6c12bde9e3075f8d",
+    "cup.mp4": "37db9cee98f70b1458985a15ad2e5b0183e90e24c281b534afcf812e5986154f",
+}
 
 
 def data_dir():
@@ -66,3 +74,16 @@ def embedded_dataset(split):
 def embedded_mnist_path():
     """Path of the embedded MNIST file (Keras' mnist.npz layout)."""
     return _existing(MNIST_FILE)
+
+
+def embedded_clips():
+    """Paths of the extra real video clips shipped in data/clips/.
+
+    These are the original compressed files (vtest.avi, box.mp4, cup.mp4; 1,467
+    frames in all), not dataset files: turn them into one with
+    `prednet-data prepare` or load_frames (data/README.md has the command).
+
+    Returns:
+        A list of Paths, in the order of CLIPS.
+    """
+    return [_existing(f"{CLIPS_DIR}/{name}") for name in CLIPS]

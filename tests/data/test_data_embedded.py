@@ -1,9 +1,21 @@
 """The embedded real-video splits: what data/README.md says they are."""
 
+import itertools
+
 import numpy as np
 import pytest
 
-from prednet_keras.data import DataError, SequenceGenerator, embedded, embedded_dataset, open_dataset
+from prednet_keras.data import (
+    DataError,
+    SequenceGenerator,
+    data_dir,
+    embedded,
+    embedded_clips,
+    embedded_dataset,
+    open_dataset,
+    open_source,
+)
+from prednet_keras.data.sources import sha256_of
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +68,22 @@ def test_missing_data_folder_is_a_clear_error(tmp_path, monkeypatch):
         embedded_dataset("test")
     with pytest.raises(DataError, match="split 'dev'"):
         embedded_dataset("dev")
+
+
+def test_extra_clips_are_the_recorded_files_and_decode():
+    readme = (data_dir() / "README.md").read_text()
+    # (width, height) and the frame count the container declares, as data/README.md lists them.
+    expected = {"vtest.avi": ((768, 576), 795), "box.mp4": ((640, 480), 456), "cup.mp4": ((640, 480), 217)}
+    paths = embedded_clips()
+    assert [p.name for p in paths] == list(embedded.CLIPS) == list(expected)
+    for path in paths:
+        digest = sha256_of(path)
+        assert digest == embedded.CLIPS[path.name] and digest in readme
+        source = open_source(path)
+        (width, height), frames = expected[path.name]
+        assert source.kind == "video" and source.size == (height, width) and source.estimate() == frames
+        ((label, run),) = source.runs()
+        first = [frame for frame, _ in itertools.islice(run, 3)]
+        run.close()
+        assert len(first) == 3 and all(f.shape == (height, width, 3) and f.dtype == np.uint8 for f in first)
+        assert first[0].std() > 20  # a real picture, not a blank frame
