@@ -5,5 +5,5 @@
 #   bash scripts/device/pack_results.sh OUT.tgz FOLDER...
 set -e
 out=$1; shift
-tar czf "$out" --exclude='*.keras' --exclude='*.h5' --exclude='checkpoints' --exclude='.lock' "$@"
+tar czf "$out" --exclude='*.keras' --exclude='*.h5' --exclude='checkpoints' --exclude='.lock' --exclude='.partial-*' "$@"
 ls -l "$out"
