@@ -1,0 +1,35 @@
+"""Plots frames/s of several prednet-bench JSON files together (one figure).
+
+    python scripts/plot_bench.py docs/benchmarks/scaling/h200-jax-batch.json \
+        docs/benchmarks/scaling/h200-jax-sizes.json -o docs/benchmarks/scaling/h200-jax-scaling.png
+
+prednet-bench --plot draws one invocation's results; sweeps split over several
+invocations (or cut short by a time limit, which keeps the finished
+configurations in the JSON) are drawn together here.
+"""
+
+import argparse
+import json
+import sys
+
+from prednet_keras.bench import plot_results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("inputs", nargs="+", help="prednet-bench --json files")
+    parser.add_argument("-o", "--output", required=True, help="PNG to write")
+    args = parser.parse_args()
+    results = []
+    for path in args.inputs:
+        try:
+            with open(path) as handle:
+                results += json.load(handle)["results"]
+        except (OSError, ValueError, KeyError) as exc:
+            sys.exit(f"error: {path}: not a prednet-bench JSON file ({exc})")
+    plot_results(results, args.output)
+    print(f"{args.output}: {len(results)} configurations")
+
+
+if __name__ == "__main__":
+    main()
