@@ -296,28 +296,60 @@ class ListFile(FileSequence):
         super().__init__(path, groups)
 
 
+def _video_decoder():
+    """("pyav", module) or ("opencv", module): PyAV where installed, else OpenCV.
+
+    PyAV is the project's decoder (a dependency). OpenCV is the fallback for
+    machines that have it but not PyAV (the GPU machine); both bundle FFmpeg,
+    but the two may convert colours differently by a grey level, so the
+    decoder is recorded with every video source.
+    """
+    try:
+        import av  # only video sources need it
+
+        return "pyav", av
+    except ImportError:
+        pass
+    try:
+        import cv2
+
+        return "opencv", cv2
+    except ImportError:
+        raise DataError("decoding video needs PyAV (pip install av) or OpenCV (pip install opencv-python-headless)") from None
+
+
 class Video(Source):
-    """A video file, decoded with PyAV (FFmpeg bundled in its wheel)."""
+    """A video file, decoded with PyAV (FFmpeg bundled in its wheel), or OpenCV where PyAV is missing."""
 
     kind = "video"
 
     def __init__(self, path):
         super().__init__(path)
-        import av  # only video sources need it
-
-        self._av = av
-        with self._open() as container:
-            stream = container.streams.video[0]
-            self.codec = stream.codec_context.name
-            self.size = (stream.codec_context.height, stream.codec_context.width)
-            self._frames = int(stream.frames or 0)
-            rate = stream.average_rate
-            self.fps = float(rate) if rate else None
-            if not self._frames and stream.duration and stream.time_base and rate:
-                self._frames = int(round(float(stream.duration * stream.time_base) * float(rate)))
+        self.decoder, self._module = _video_decoder()
+        if self.decoder == "pyav":
+            with self._open() as container:
+                stream = container.streams.video[0]
+                self.codec = stream.codec_context.name
+                self.size = (stream.codec_context.height, stream.codec_context.width)
+                self._frames = int(stream.frames or 0)
+                rate = stream.average_rate
+                self.fps = float(rate) if rate else None
+                if not self._frames and stream.duration and stream.time_base and rate:
+                    self._frames = int(round(float(stream.duration * stream.time_base) * float(rate)))
+        else:
+            cv2 = self._module
+            capture = self._open_opencv()
+            try:
+                fourcc = int(capture.get(cv2.CAP_PROP_FOURCC))
+                self.codec = "".join(chr((fourcc >> 8 * i) & 0xFF) for i in range(4)).strip("\0 ").lower() or None
+                self.size = (int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT)), int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)))
+                self._frames = max(int(capture.get(cv2.CAP_PROP_FRAME_COUNT)), 0)
+                self.fps = float(capture.get(cv2.CAP_PROP_FPS)) or None
+            finally:
+                capture.release()
 
     def _open(self):
-        av = self._av
+        av = self._module
         try:
             container = av.open(str(self.path))
         except av.FFmpegError as exc:
@@ -331,14 +363,21 @@ class Video(Source):
             raise DataError(f"{self.path}: unknown video codec (no decoder for it in PyAV's bundled FFmpeg)")
         return container
 
+    def _open_opencv(self):
+        capture = self._module.VideoCapture(str(self.path))
+        if not capture.isOpened():
+            capture.release()
+            raise DataError(f"{self.path}: not a readable video (OpenCV cannot open it: unknown format or damaged)")
+        return capture
+
     def estimate(self):
         return self._frames or None
 
     def runs(self):
-        yield str(self.path), self._decode()
+        yield str(self.path), self._decode() if self.decoder == "pyav" else self._decode_opencv()
 
     def _decode(self):
-        av = self._av
+        av = self._module
         count = 0
         with self._open() as container:
             stream = container.streams.video[0]
@@ -354,9 +393,26 @@ class Video(Source):
         if count == 0:
             raise DataError(f"{self.path}: no frames could be decoded (codec {self.codec})")
 
+    def _decode_opencv(self):
+        cv2 = self._module
+        count = 0
+        capture = self._open_opencv()
+        try:
+            while True:
+                ok, frame = capture.read()
+                if not ok:
+                    break
+                yield cv2.cvtColor(frame, cv2.COLOR_BGR2RGB), f"{self.path} frame {count}"
+                count += 1
+        finally:
+            capture.release()
+        if count == 0:
+            raise DataError(f"{self.path}: no frames could be decoded (codec {self.codec})")
+
     def describe(self, hash_files=True):
         record = super().describe(hash_files)
-        record.update(codec=self.codec, size=list(self.size), fps=self.fps)
+        version = getattr(self._module, "__version__", None)
+        record.update(codec=self.codec, size=list(self.size), fps=self.fps, decoder=f"{self.decoder} {version}")
         return record
 
 

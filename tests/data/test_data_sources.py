@@ -1,5 +1,7 @@
 """Every source kind read back against the frames the test wrote."""
 
+import sys
+
 import h5py
 import numpy as np
 import pytest
@@ -231,3 +233,44 @@ def test_in_memory_dataset_round_trip():
         FrameDataset(frames.astype(np.float32))
     with pytest.raises(DataError, match="3 source ids for 4 frames"):
         FrameDataset(frames, sources=[0, 0, 0])
+
+
+@pytest.fixture
+def without_pyav(monkeypatch):
+    """Video decoding as on a machine with OpenCV but no PyAV (the GPU machine)."""
+    pytest.importorskip("cv2")
+    monkeypatch.setitem(sys.modules, "av", None)
+
+
+def test_opencv_fallback_decodes_the_same_frames_as_pyav(tmp_path, monkeypatch):
+    from prednet_keras.data import embedded_clips
+
+    clip = embedded_clips()[2]  # cup.mp4: h264, 217 frames
+    with_pyav = load_frames(clip, size=(64, 80), mode="resize_crop", scene_cuts=False)
+    lossless = write_video(tmp_path / "clip.avi", numbered_frames(5, height=16, width=24))
+    pyav_record = open_source(clip).describe(hash_files=False)
+
+    monkeypatch.setitem(sys.modules, "av", None)
+    pytest.importorskip("cv2")
+    source = open_source(clip)
+    record = source.describe(hash_files=False)
+    assert record["decoder"].startswith("opencv") and pyav_record["decoder"].startswith("pyav")
+    assert (record["size"], record["fps"], source.estimate()) == (pyav_record["size"], pyav_record["fps"], 217)
+    with_opencv = load_frames(clip, size=(64, 80), mode="resize_crop", scene_cuts=False)
+    np.testing.assert_array_equal(with_opencv.frames, with_pyav.frames)
+    np.testing.assert_array_equal(load_frames(lossless).frames, numbered_frames(5, height=16, width=24))
+
+
+def test_opencv_fallback_errors(tmp_path, without_pyav):
+    bad = tmp_path / "broken.mp4"
+    bad.write_bytes(b"\x00\x00\x00\x18ftypisom" + b"garbage" * 200)
+    with pytest.raises(DataError, match=r"broken\.mp4: not a readable video"):
+        load_frames(bad)
+
+
+def test_no_video_decoder_is_a_clear_error(tmp_path, monkeypatch):
+    path = write_video(tmp_path / "clip.avi", numbered_frames(3, height=16, width=24))
+    monkeypatch.setitem(sys.modules, "av", None)
+    monkeypatch.setitem(sys.modules, "cv2", None)
+    with pytest.raises(DataError, match="decoding video needs PyAV"):
+        load_frames(path)
