@@ -398,13 +398,17 @@ _RUNNERS = {"prednet": _prednet_runner, "prednet-chainer": _chainer_runner, "aut
 
 
 # --------------------------------------------------------------------- measure
-def measure_phase(config, phase, jit_compile, progress=None):
+def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
     """Builds the model for `phase` ("train" or "infer") and times it.
 
     Call in a process whose runtime is configured. Returns a JSON-ready dict:
     fps, frames_per_step, steps, warmup, warmup_seconds (the first one
     includes compilation), step_ms statistics, step_seconds (every timed
-    step), memory, build_seconds, parameters, what.
+    step), memory, build_seconds, parameters, what. With `profile_dir`, after
+    the timed steps, PROFILED_STEPS more steps run under the backend's
+    profiler (`profiling.trace`) into profile_dir/<label>-<phase>, and the
+    result gains "profile": the trace folder and the summary of its busiest
+    timelines; the profiled steps are not in the timing.
     """
     import numpy as np
 
@@ -429,6 +433,7 @@ def measure_phase(config, phase, jit_compile, progress=None):
         _say(progress, f"{phase} step {index + 1}/{config.steps}: {step_seconds[-1] * 1000:.1f} ms")
     loop_seconds = time.perf_counter() - loop_started
     frames = runner.frames_per_step * config.steps
+    profile = None if profile_dir is None else _profile(runner, config, phase, profile_dir, progress)
     return {
         "fps": frames / sum(step_seconds),
         "fps_loop": frames / loop_seconds,
@@ -442,16 +447,41 @@ def measure_phase(config, phase, jit_compile, progress=None):
         "build_seconds": round(build_seconds, 3),
         "parameters": runner.parameters,
         "what": runner.notes,
+        **({"profile": profile} if profile else {}),
     }
 
 
-def measure(config, jit_compile, progress=None):
+PROFILED_STEPS = 5
+
+
+def _profile(runner, config, phase, profile_dir, progress):
+    from prednet_keras import profiling
+
+    import re
+
+    folder = os.path.join(profile_dir, re.sub(r"[^A-Za-z0-9.]+", "-", config.label()) + f"-{phase}")
+    with profiling.trace(folder):
+        for _ in range(PROFILED_STEPS):
+            runner.step()
+    _say(progress, f"{phase}: profile of {PROFILED_STEPS} steps in {folder}")
+    try:
+        summary = profiling.summarize(folder)
+    except profiling.ProfileError as error:  # TensorFlow writes only xplane files
+        return {"folder": folder, "steps": PROFILED_STEPS, "summary": None, "note": str(error)}
+    _say(progress, profiling.format_summary(summary, steps=PROFILED_STEPS).rstrip())
+    summary["timelines"] = summary["timelines"][:8]
+    return {"folder": folder, "steps": PROFILED_STEPS, "summary": summary}
+
+
+def measure(config, jit_compile, progress=None, profile_dir=None):
     """Measures every phase of `config` in this (configured) process.
 
     Args:
         config: a resolved BenchConfig.
         jit_compile: Model.compile's jit_compile.
         progress: called with a line of text after every step (None: silent).
+        profile_dir: where to write a profiler trace of each phase (see
+            measure_phase); None: no profiling.
 
     Returns:
         {"train": ..., "infer": ...} for the phases measured (see measure_phase).
@@ -461,7 +491,7 @@ def measure(config, jit_compile, progress=None):
     out = {}
     for phase in config.phases:
         keras.backend.clear_session()
-        out[phase] = measure_phase(config, phase, jit_compile, progress)
+        out[phase] = measure_phase(config, phase, jit_compile, progress, profile_dir)
         _say(progress, f"{phase}: {out[phase]['fps']:.2f} frames/s")
     return out
 
@@ -472,7 +502,7 @@ def _say(progress, text):
 
 
 # ------------------------------------------------------------------ processes
-def run_configuration(config, runtime_config, on_output=None):
+def run_configuration(config, runtime_config, on_output=None, profile_dir=None):
     """Measures `config` in a fresh process set up for `runtime_config`.
 
     Args:
@@ -480,6 +510,8 @@ def run_configuration(config, runtime_config, on_output=None):
         runtime_config: a runtime.RuntimeConfig.
         on_output: called with every line the child prints (progress, framework
             warnings); None: they are kept only for an error message.
+        profile_dir: also trace some steps with the backend's profiler into
+            this folder (measure_phase); None: no profiling.
 
     Returns:
         dict with config, runtime {requested, effective, jit_compile_used}, fingerprint,
@@ -500,7 +532,7 @@ def run_configuration(config, runtime_config, on_output=None):
         command = [
             sys.executable, "-m", "prednet_keras.bench", "child",
             json.dumps(config.to_dict(), sort_keys=True), result_path,
-        ]
+        ] + (["--profile", os.path.abspath(profile_dir)] if profile_dir else [])
         started = time.perf_counter()
         tail = []
         child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
@@ -529,7 +561,7 @@ def run_configuration(config, runtime_config, on_output=None):
     return result
 
 
-def run_benchmark(configs, runtime_config, on_output=None, on_result=None):
+def run_benchmark(configs, runtime_config, on_output=None, on_result=None, profile_dir=None):
     """Measures each configuration in its own process, one after the other.
 
     Args:
@@ -537,20 +569,21 @@ def run_benchmark(configs, runtime_config, on_output=None, on_result=None):
         runtime_config: the runtime.RuntimeConfig every process is set up with.
         on_output: see run_configuration.
         on_result: called with (config, result) after each configuration.
+        profile_dir: see run_configuration.
 
     Returns:
         the list of results (see run_configuration).
     """
     results = []
     for config in configs:
-        result = run_configuration(config, runtime_config, on_output=on_output)
+        result = run_configuration(config, runtime_config, on_output=on_output, profile_dir=profile_dir)
         results.append(result)
         if on_result is not None:
             on_result(config, result)
     return results
 
 
-def _child(config_text, result_path):
+def _child(config_text, result_path, profile_dir=None):
     """Runs inside the configured child process: set up, measure, write the result file."""
     from prednet_keras import runtime
 
@@ -563,7 +596,7 @@ def _child(config_text, result_path):
         jit_compile = jit_compile_for(runtime_config.to_dict(), effective)
         print(f"measuring {config.label()} on {runtime_config.backend} / {runtime_config.device} "
               f"(jit_compile={jit_compile})", flush=True)
-        phases = measure(config, jit_compile, progress=lambda text: print(text, flush=True))
+        phases = measure(config, jit_compile, progress=lambda text: print(text, flush=True), profile_dir=profile_dir)
         result = {
             "ok": True,
             "config": config.to_dict(),
@@ -754,8 +787,9 @@ def main(argv=None):
     child = commands.add_parser("child", help="measure one configuration in this (runtime-configured) process")
     child.add_argument("config", help="BenchConfig as JSON")
     child.add_argument("result", help="where to write the result JSON")
+    child.add_argument("--profile", help="folder for profiler traces of each phase")
     args = parser.parse_args(argv)
-    return _child(args.config, args.result)
+    return _child(args.config, args.result, args.profile)
 
 
 if __name__ == "__main__":

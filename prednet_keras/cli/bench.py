@@ -32,6 +32,7 @@ Examples:
   prednet-bench --backend jax --device gpu --sizes 64x80,128x160,256x320 --plot sizes.png
   prednet-bench --model prednet-chainer --batch-size 1   # the study's model, one window per update
   prednet-bench --model autoencoder --batch-size 1,32
+  prednet-bench --backend jax --device gpu --mode train --profile traces/   # where the step time goes
 """,
 )
 @click.option("--model", type=click.Choice(["prednet", "prednet-chainer", "autoencoder"]), default="prednet", show_default=True, help="Lotter's PredNet, the study's Chainer-lineage PredNet (trained one window at batch 1), or the study's MNIST autoencoder.")
@@ -55,11 +56,12 @@ Examples:
 @click.option("--xla/--no-xla", default=None, help="XLA compilation (jit_compile) [default: as prednet-train: off for TensorFlow on CPU, Keras' choice elsewhere].")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write every figure, step time and the environment fingerprint to this JSON file.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG of frames/s against batch size and frame size.")
+@click.option("--profile", "profile_dir", type=click.Path(file_okay=False), help="After the timed steps, trace 5 more with the backend's profiler into this folder (one subfolder per configuration and phase) and show where their time went; the summary goes into --json. Not timed.")
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
 @click.option("-q", "--quiet", is_flag=True, help="No per-step progress lines (on stderr).")
 @fail_on_user_errors
 def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, steps, warmup, seed, backend, device,
-         threads, interop_threads, deterministic, tf32, onednn, xla, json_path, plot_path, overwrite, quiet):
+         threads, interop_threads, deterministic, tf32, onednn, xla, json_path, plot_path, profile_dir, overwrite, quiet):
     """Measure training and inference throughput (frames/s) of a PredNet.
 
     Each configuration (batch size x frame size) runs in its own process, set
@@ -72,13 +74,15 @@ def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, st
     measured. The table goes to stdout; --json keeps every step time and the
     environment fingerprint beside each figure.
     """
-    from prednet_keras import bench, runtime
+    from prednet_keras import bench, profiling, runtime
 
     configs = _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, steps, warmup, seed)
     runtime_config = _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, xla)
     for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
         if path and os.path.exists(path) and not overwrite:
             raise click.UsageError(f"{flag} {path} exists; pass --overwrite to replace it.")
+    if profile_dir and os.path.exists(profile_dir) and os.listdir(profile_dir) and not overwrite:
+        raise click.UsageError(f"--profile {profile_dir} is not empty; pass --overwrite to add traces to it.")
 
     command = ["prednet-bench"] + sys.argv[1:]
     done = []
@@ -86,12 +90,19 @@ def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, st
     def on_result(config, result):
         done.append(result)
         click.echo(f"{config.label()}: " + _summary(result), err=True)
+        for phase in ("train", "infer"):
+            profile = result.get(phase, {}).get("profile")
+            if profile:
+                click.echo(f"{phase} profile ({profile['steps']} steps, {profile['folder']}):", err=True)
+                click.echo(profiling.format_summary(profile["summary"], steps=profile["steps"]) if profile["summary"]
+                           else f"  {profile['note']}\n", err=True, nl=False)
         if json_path:  # after every configuration, so a long sweep keeps what it measured
             bench.write_results(json_path, done, command=command, overwrite=True)
 
     on_output = None if quiet else (lambda line: click.echo(f"  {line}", err=True))
     try:
-        results = bench.run_benchmark(configs, runtime_config, on_output=on_output, on_result=on_result)
+        results = bench.run_benchmark(configs, runtime_config, on_output=on_output, on_result=on_result,
+                                      profile_dir=profile_dir)
     except (bench.BenchError, runtime.RuntimeSetupError) as error:
         kept = f" ({len(done)} measured configuration(s) kept in {json_path})" if json_path and done else ""
         raise click.ClickException(f"{error}{kept}") from None
