@@ -466,7 +466,7 @@ def _profile(runner, config, phase, profile_dir, progress):
     _say(progress, f"{phase}: profile of {PROFILED_STEPS} steps in {folder}")
     try:
         summary = profiling.summarize(folder)
-    except profiling.ProfileError as error:  # TensorFlow writes only xplane files
+    except profiling.ProfileError as error:  # a trace this machine cannot read: kept for other tools
         return {"folder": folder, "steps": PROFILED_STEPS, "summary": None, "note": str(error)}
     _say(progress, profiling.format_summary(summary, steps=PROFILED_STEPS).rstrip())
     summary["timelines"] = summary["timelines"][:8]

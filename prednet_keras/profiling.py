@@ -9,9 +9,10 @@ Keras backend in use:
     torch       torch.profiler (CPU ops, CUDA kernels when a GPU is used),
                 written as DIRECTORY/trace.json (Chrome trace)
     tensorflow  tf.profiler, written as DIRECTORY/plugins/profile/<run>/*.xplane.pb
-                (open it with TensorBoard's profile plugin)
+                (also TensorBoard's profile plugin's input)
 
-`summarize(directory)` reads the Chrome traces found under DIRECTORY and, for
+`summarize(directory)` reads the traces found under DIRECTORY (Chrome traces;
+TensorFlow's xplane files where TensorFlow is installed) and, for
 each timeline (a device's streams, the host's threads), adds up the time of
 the recorded events by name: how much of the traced wall time the timeline was
 busy, how many events ran, and which operations took the time. Figures taken
@@ -71,21 +72,26 @@ def trace(directory):
 
 def _trace_files(directory):
     # One file per profiling session: jax writes the same events as HOST.trace.json.gz and
-    # perfetto_trace.json.gz; reading both would count every event twice.
+    # perfetto_trace.json.gz (and HOST.xplane.pb); reading two would count every event twice.
+    # TensorFlow writes only the xplane file.
     found = []
-    for folder in sorted({os.path.dirname(p) for p in glob.glob(os.path.join(directory, "**", "*.json*"), recursive=True)}):
-        for pattern in ("*.trace.json.gz", "trace.json", "*.trace.json", "perfetto_trace.json.gz"):
+    sessions = {os.path.dirname(p) for pattern in ("*.json*", "*.xplane.pb")
+                for p in glob.glob(os.path.join(directory, "**", pattern), recursive=True)}
+    for folder in sorted(sessions):
+        for pattern in ("*.trace.json.gz", "trace.json", "*.trace.json", "perfetto_trace.json.gz", "*.xplane.pb"):
             matches = sorted(glob.glob(os.path.join(folder, pattern)))
             if matches:
                 found.extend(matches)
                 break
     if not found:
-        raise ProfileError(f"no Chrome trace (*.trace.json[.gz], trace.json) under {directory}; TensorFlow's "
-                           "xplane files are read by TensorBoard's profile plugin.")
+        raise ProfileError(f"no profiler trace (*.trace.json[.gz], trace.json, *.xplane.pb) under {directory}")
     return found
 
 
 def _load(path):
+    """The complete events of a trace file as (process, thread, name, start_us, duration_us)."""
+    if path.endswith(".xplane.pb"):
+        return _load_xplane(path)
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8") as handle:
@@ -95,6 +101,37 @@ def _load(path):
     events = data.get("traceEvents", data) if isinstance(data, dict) else data
     if not isinstance(events, list):
         raise ProfileError(f"{path} has no traceEvents list")
+    processes = {e.get("pid"): e.get("args", {}).get("name") for e in events
+                 if e.get("ph") == "M" and e.get("name") == "process_name"}
+    threads = {(e.get("pid"), e.get("tid")): e.get("args", {}).get("name") for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    return [(str(processes.get(e.get("pid")) or e.get("pid")),
+             str(threads.get((e.get("pid"), e.get("tid"))) or e.get("tid")),
+             str(e.get("name", "?")), float(e["ts"]), float(e["dur"]))
+            for e in events if e.get("ph") == "X" and "dur" in e]
+
+
+def _load_xplane(path):
+    # The XSpace protocol buffer ships with TensorFlow only, the one backend that writes no Chrome trace.
+    try:
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    except ImportError:
+        raise ProfileError(f"{path} is an xplane file; reading it needs TensorFlow installed") from None
+    space = xplane_pb2.XSpace()
+    try:
+        with open(path, "rb") as handle:
+            space.ParseFromString(handle.read())
+    except Exception as error:  # protobuf's DecodeError, OSError
+        raise ProfileError(f"{path} is not a readable xplane file ({error})") from None
+    events = []
+    for plane in space.planes:
+        for line in plane.lines:
+            thread = line.display_name or line.name
+            for event in line.events:
+                metadata = plane.event_metadata[event.metadata_id]
+                # TensorFlow names an op event "scope/name:Type" and gives the op type as display_name.
+                events.append((plane.name, thread, metadata.display_name or metadata.name,
+                               (line.timestamp_ns * 1000 + event.offset_ps) / 1e6, event.duration_ps / 1e6))
     return events
 
 
@@ -132,25 +169,13 @@ def summarize(directory, top=15):
     files = _trace_files(directory)
     timelines = {}
     for path in files:
-        events = _load(path)
-        processes = {e.get("pid"): e.get("args", {}).get("name") for e in events
-                     if e.get("ph") == "M" and e.get("name") == "process_name"}
-        threads = {(e.get("pid"), e.get("tid")): e.get("args", {}).get("name") for e in events
-                   if e.get("ph") == "M" and e.get("name") == "thread_name"}
-        for event in events:
-            if event.get("ph") != "X" or "dur" not in event:
-                continue
-            key = (path, event.get("pid"), event.get("tid"))
-            line = timelines.setdefault(key, {
-                "process": str(processes.get(event.get("pid")) or event.get("pid")),
-                "thread": str(threads.get((event.get("pid"), event.get("tid"))) or event.get("tid")),
-                "intervals": [], "names": {},
-            })
-            start, duration = float(event["ts"]), float(event["dur"])
+        for process, thread, name, start, duration in _load(path):
+            line = timelines.setdefault((path, process, thread), {
+                "process": process, "thread": thread, "intervals": [], "names": {}})
             line["intervals"].append((start, start + duration))
-            name = operation_kind(str(event.get("name", "?")))
-            total, count = line["names"].get(name, (0.0, 0))
-            line["names"][name] = (total + duration, count + 1)
+            kind = operation_kind(name)
+            total, count = line["names"].get(kind, (0.0, 0))
+            line["names"][kind] = (total + duration, count + 1)
     summary = []
     for line in timelines.values():
         starts = [s for s, _ in line["intervals"]]

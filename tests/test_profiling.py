@@ -1,4 +1,5 @@
-"""profiling: the Chrome-trace summary (against hand-made traces) and prednet-bench --profile end to end."""
+"""profiling: the trace summary (against hand-made traces) and prednet-bench --profile end to end on JAX
+(Chrome traces) and TensorFlow (xplane files)."""
 
 import gzip
 import json
@@ -46,7 +47,7 @@ def test_busy_time_counts_overlaps_once_and_groups_instances(tmp_path):
 
 
 def test_missing_and_unreadable_traces_are_named(tmp_path):
-    with pytest.raises(profiling.ProfileError, match="no Chrome trace"):
+    with pytest.raises(profiling.ProfileError, match="no profiler trace"):
         profiling.summarize(tmp_path)
     (tmp_path / "trace.json").write_text("{not json")
     with pytest.raises(profiling.ProfileError, match="trace.json is not a readable Chrome trace"):
@@ -69,3 +70,18 @@ def test_bench_profile_on_jax(tmp_path):
     # A folder with traces in it is not added to without --overwrite.
     again = CliRunner().invoke(bench_main, args[:-3] + ["--quiet"])
     assert again.exit_code == 2 and "--profile" in again.output and "not empty" in again.output
+
+
+def test_bench_profile_on_tensorflow_reads_its_xplane_file(tmp_path):
+    pytest.importorskip("tensorflow")
+    folder, out = tmp_path / "traces", tmp_path / "bench.json"
+    args = ["--backend", "tensorflow", "--stack-sizes", "3,4,8", "--size", "16x16", "--nt", "3", "--steps", "1",
+            "--warmup", "1", "--mode", "train", "--threads", "2", "--profile", str(folder), "--json", str(out), "-q"]
+    result = CliRunner().invoke(bench_main, args)
+    assert result.exit_code == 0, result.output
+    profile = json.loads(out.read_text())["results"][0]["train"]["profile"]
+    assert [path.endswith(".xplane.pb") for path in profile["summary"]["files"]] == [True]
+    names = {entry["name"] for line in profile["summary"]["timelines"] for entry in line["top"]}
+    # Op types, not per-instance names: the weight gradients of the convolutions add up under one name
+    # (TensorFlow's own kernel, or oneDNN's where it is on).
+    assert {"Conv2DBackpropFilter", "_MklNativeConv2DBackpropFilter"} & names, sorted(names)
