@@ -33,6 +33,8 @@ import argparse
 import dataclasses
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -406,7 +408,8 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
     includes compilation), step_ms statistics, step_seconds (every timed
     step), memory, build_seconds, parameters, what. With `profile_dir`, after
     the timed steps, PROFILED_STEPS more steps run under the backend's
-    profiler (`profiling.trace`) into profile_dir/<label>-<phase>, and the
+    profiler (`profiling.trace`) into profile_dir/<label>-<phase> (an earlier
+    trace there is replaced), and the
     result gains "profile": the trace folder and the summary of its busiest
     timelines; the profiled steps are not in the timing.
     """
@@ -455,11 +458,12 @@ PROFILED_STEPS = 5
 
 
 def _profile(runner, config, phase, profile_dir, progress):
+    """Traces PROFILED_STEPS steps into profile_dir/<label>-<phase>, replacing an earlier trace there."""
     from prednet_keras import profiling
 
-    import re
-
     folder = os.path.join(profile_dir, re.sub(r"[^A-Za-z0-9.]+", "-", config.label()) + f"-{phase}")
+    # jax and TensorFlow add a new session folder beside earlier ones; the summary must read this one only.
+    shutil.rmtree(folder, ignore_errors=True)
     with profiling.trace(folder):
         for _ in range(PROFILED_STEPS):
             runner.step()
@@ -468,7 +472,6 @@ def _profile(runner, config, phase, profile_dir, progress):
         summary = profiling.summarize(folder)
     except profiling.ProfileError as error:  # a trace this machine cannot read: kept for other tools
         return {"folder": folder, "steps": PROFILED_STEPS, "summary": None, "note": str(error)}
-    _say(progress, profiling.format_summary(summary, steps=PROFILED_STEPS).rstrip())
     summary["timelines"] = summary["timelines"][:8]
     return {"folder": folder, "steps": PROFILED_STEPS, "summary": summary}
 

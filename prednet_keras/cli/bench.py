@@ -57,7 +57,7 @@ Examples:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write every figure, step time and the environment fingerprint to this JSON file.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG of frames/s against batch size and frame size.")
 @click.option("--profile", "profile_dir", type=click.Path(file_okay=False), help="After the timed steps, trace 5 more with the backend's profiler into this folder (one subfolder per configuration and phase) and show where their time went; the summary goes into --json. Not timed.")
-@click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files.")
+@click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files and --profile traces.")
 @click.option("-q", "--quiet", is_flag=True, help="No per-step progress lines (on stderr).")
 @fail_on_user_errors
 def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, steps, warmup, seed, backend, device,
@@ -82,7 +82,7 @@ def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, st
         if path and os.path.exists(path) and not overwrite:
             raise click.UsageError(f"{flag} {path} exists; pass --overwrite to replace it.")
     if profile_dir and os.path.exists(profile_dir) and os.listdir(profile_dir) and not overwrite:
-        raise click.UsageError(f"--profile {profile_dir} is not empty; pass --overwrite to add traces to it.")
+        raise click.UsageError(f"--profile {profile_dir} is not empty; pass --overwrite to replace the traces of the configurations measured.")
 
     command = ["prednet-bench"] + sys.argv[1:]
     done = []
