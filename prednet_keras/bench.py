@@ -92,6 +92,8 @@ class BenchConfig(OptionsRecord):
             (its bprop). None: 10 (20 for prednet-chainer).
         stack_sizes: channels per layer, the first the image channels; None: (3, 48, 96, 192).
         autoencoder: "conv" or "dense" (autoencoder only; None: conv).
+        unroll: prednet only: unroll the training step's time loop (None: True,
+            prednet-train's default).
         steps: timed steps per phase.
         warmup: steps run before timing (they include compilation).
         seed: seed of the synthetic input.
@@ -106,6 +108,7 @@ class BenchConfig(OptionsRecord):
     nt: int = None
     stack_sizes: tuple = None
     autoencoder: str = None
+    unroll: bool = None
     steps: int = 20
     warmup: int = 3
     seed: int = 0
@@ -115,6 +118,10 @@ class BenchConfig(OptionsRecord):
         config = dataclasses.replace(self)
         if config.model not in MODELS:
             raise ValueError(f"--model must be one of {', '.join(MODELS)}, got {config.model!r}.")
+        if config.model != "prednet" and config.unroll is not None:
+            raise ValueError(f"--unroll/--no-unroll applies only to --model prednet, not to --model {config.model}.")
+        if config.model == "prednet" and config.unroll is None:
+            config.unroll = True
         if config.model == "autoencoder":
             for name in ("size", "nt", "stack_sizes"):
                 if getattr(config, name) is not None:
@@ -183,7 +190,7 @@ class BenchConfig(OptionsRecord):
             return f"autoencoder ({self.autoencoder}), batch {self.batch_size}"
         return (
             f"{self.model} {_show(self.stack_sizes)}, {self.size[0]}x{self.size[1]}, nt {self.nt}, "
-            f"batch {self.batch_size}"
+            f"batch {self.batch_size}" + ("" if self.unroll is not False else ", rolled")
         )
 
 
@@ -294,13 +301,72 @@ def _memory():
 
 # ---------------------------------------------------------------------- models
 class _Runner:
-    """What one phase times: `step()` runs one step and returns when its result is on the host."""
+    """What one phase times.
 
-    def __init__(self, step, parameters, frames_per_step, notes):
+    `run(count, on_step)` runs `count` steps and calls `on_step()` as each
+    step's result reaches the host (in order); the time between two calls is
+    that step's time. By default the steps are `step()` calls one after the
+    other (each returns when its result is on the host); a runner made with
+    `run` instead supplies its own loop.
+    """
+
+    def __init__(self, step, parameters, frames_per_step, notes, run=None):
         self.step = step
         self.parameters = parameters
         self.frames_per_step = frames_per_step
         self.notes = notes
+        self._run = run
+
+    def run(self, count, on_step):
+        if self._run is not None:
+            return self._run(count, on_step)
+        for _ in range(count):
+            self.step()
+            on_step()
+
+
+def _fit_loop(model, x, y):
+    """A runner loop through `model.fit`, as prednet-train trains.
+
+    Fit moves the next batch to the device while a step runs, and where steps
+    run asynchronously prednet-train reads a step's loss once the following
+    step has been dispatched; the callback here does the same, so the device
+    always has a step queued.
+    """
+    import keras
+    import numpy as np
+
+    from prednet_keras.train import dispatches_asynchronously
+
+    lag = 1 if dispatches_asynchronously(model) else 0
+
+    class _StepDone(keras.callbacks.Callback):
+        def __init__(self, count, on_step):
+            super().__init__()
+            self.count = count
+            self.on_step = on_step
+            self.pending = []
+            self.done = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.pending.append(logs)
+            while len(self.pending) > lag:
+                float(np.asarray(self.pending.pop(0)["loss"]))
+                if self.done < self.count:
+                    self.done += 1
+                    self.on_step()
+
+    def batches():
+        while True:
+            yield x, y
+
+    def run(count, on_step):
+        # Every time is taken in a step's callback, never at the end of fit,
+        # which also copies the trained state back to the model.
+        model.fit(batches(), steps_per_epoch=count + lag, epochs=1, shuffle=False, verbose=0,
+                  callbacks=[_StepDone(count, on_step)])
+
+    return run
 
 
 def _synthetic(rng, shape):
@@ -316,18 +382,20 @@ def _prednet_runner(config, phase, jit_compile, rng):
     from prednet_keras.models import build_prediction_model
 
     train_config = train.TrainConfig(
-        stack_sizes=config.stack_sizes, nt=config.nt, batch_size=config.batch_size, val_sequences=0
+        stack_sizes=config.stack_sizes, nt=config.nt, batch_size=config.batch_size, val_sequences=0,
+        unroll=config.unroll,
     ).resolved()
     model, _ = train.build_model(train_config, config.frame_shape, jit_compile)
     x = _synthetic(rng, (config.batch_size, config.nt) + config.frame_shape)
     parameters = int(model.count_params())
     if phase == "train":
         y = np.zeros((config.batch_size, 1), np.float32)
-
-        def step():
-            return float(np.asarray(model.train_on_batch(x, y, return_dict=True)["loss"]))
-
-        notes = "train_on_batch of train.build_model's model (Adam 1e-3, MAE of the L_0-weighted error)"
+        notes = (
+            f"model.fit of train.build_model's model (Adam 1e-3, MAE of the L_0-weighted error, time loop "
+            f"{'unrolled' if config.unroll else 'rolled'}), as prednet-train runs it: next batch sent ahead, "
+            f"each loss read after the next step is dispatched; step time = time between losses arriving"
+        )
+        return _Runner(None, parameters, config.frames_per_step, notes, run=_fit_loop(model, x, y))
     else:
         predictor = build_prediction_model(model, nt=config.nt)
         predictor.compile(jit_compile=jit_compile)
@@ -421,25 +489,24 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
     runner = _RUNNERS[config.model](config, phase, jit_compile, rng)
     build_seconds = time.perf_counter() - started
 
-    warmup_seconds = []
-    for index in range(config.warmup):
-        tick = time.perf_counter()
-        runner.step()
-        warmup_seconds.append(time.perf_counter() - tick)
-        _say(progress, f"{phase} warm-up step {index + 1}/{config.warmup}: {warmup_seconds[-1]:.3f} s")
-    step_seconds = []
-    loop_started = time.perf_counter()
-    for index in range(config.steps):
-        tick = time.perf_counter()
-        runner.step()
-        step_seconds.append(time.perf_counter() - tick)
-        _say(progress, f"{phase} step {index + 1}/{config.steps}: {step_seconds[-1] * 1000:.1f} ms")
-    loop_seconds = time.perf_counter() - loop_started
+    warmup_seconds, step_seconds = [], []
+    last = [time.perf_counter()]
+
+    def on_step():
+        now = time.perf_counter()
+        seconds, last[0] = now - last[0], now
+        if len(warmup_seconds) < config.warmup:
+            warmup_seconds.append(seconds)
+            _say(progress, f"{phase} warm-up step {len(warmup_seconds)}/{config.warmup}: {seconds:.3f} s")
+        else:
+            step_seconds.append(seconds)
+            _say(progress, f"{phase} step {len(step_seconds)}/{config.steps}: {seconds * 1000:.1f} ms")
+
+    runner.run(config.warmup + config.steps, on_step)
     frames = runner.frames_per_step * config.steps
     profile = None if profile_dir is None else _profile(runner, config, phase, profile_dir, progress)
     return {
         "fps": frames / sum(step_seconds),
-        "fps_loop": frames / loop_seconds,
         "frames_per_step": runner.frames_per_step,
         "steps": config.steps,
         "warmup": config.warmup,
@@ -465,8 +532,7 @@ def _profile(runner, config, phase, profile_dir, progress):
     # jax and TensorFlow add a new session folder beside earlier ones; the summary must read this one only.
     shutil.rmtree(folder, ignore_errors=True)
     with profiling.trace(folder):
-        for _ in range(PROFILED_STEPS):
-            runner.step()
+        runner.run(PROFILED_STEPS, lambda: None)
     _say(progress, f"{phase}: profile of {PROFILED_STEPS} steps in {folder}")
     try:
         summary = profiling.summarize(folder)

@@ -68,6 +68,9 @@ def test_tiny_prednet_json_table_and_overwrite(tmp_path):
     assert "tensorflow" in fingerprint["imported_frameworks"]
     _check_phase(entry["train"], frames_per_step=4 * 3)
     _check_phase(entry["infer"], frames_per_step=4 * 3)
+    # Training is timed as prednet-train runs it: model.fit, the time loop unrolled.
+    assert entry["config"]["unroll"] is True
+    assert "model.fit" in entry["train"]["what"] and "unrolled" in entry["train"]["what"]
     # The same figures in the table as in the JSON.
     assert f"{entry['train']['fps']:.2f}" in row and f"{entry['infer']['fps']:.2f}" in row
 
@@ -97,6 +100,7 @@ def test_tiny_chainer_prednet_trains_one_window_at_batch_1():
         (["--model", "prednet-chainer", "--batch-size", "4"], "batch 1"),
         (["--model", "autoencoder", "--nt", "5"], "--nt does not apply to --model autoencoder"),
         (["--autoencoder", "dense"], "--autoencoder applies only to --model autoencoder"),
+        (["--model", "autoencoder", "--no-unroll"], "--unroll/--no-unroll applies only to --model prednet"),
         (["--batch-size", "4,0"], "must be >= 1"),
         (["--device", "tpu"], "Unknown device"),
         (["--device", "cpu", "--tf32"], "TF32"),

@@ -43,6 +43,7 @@ Examples:
 @click.option("--sizes", type=FrameSizeList(), help="Several frame sizes to sweep, e.g. 64x80,128x160 (instead of --size).")
 @click.option("--nt", type=click.IntRange(min=1), help="Frames per sequence; for prednet-chainer frame steps per truncated-BPTT window [default: 10; 20 for prednet-chainer].")
 @click.option("--stack-sizes", type=IntList(), help="Channels per layer; the first is the image channels [default: 3,48,96,192 (KITTI)].")
+@click.option("--unroll/--no-unroll", default=None, help="prednet only: the training step's time loop unrolled, as prednet-train trains by default [default: unroll].")
 @click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True, help="Timed steps per phase.")
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed steps first (the first compiles).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the synthetic input frames.")
@@ -60,14 +61,16 @@ Examples:
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files and --profile traces.")
 @click.option("-q", "--quiet", is_flag=True, help="No per-step progress lines (on stderr).")
 @fail_on_user_errors
-def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, steps, warmup, seed, backend, device,
+def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, unroll, steps, warmup, seed, backend, device,
          threads, interop_threads, deterministic, tf32, onednn, xla, json_path, plot_path, profile_dir, overwrite, quiet):
     """Measure training and inference throughput (frames/s) of a PredNet.
 
     Each configuration (batch size x frame size) runs in its own process, set
     up with the runtime options before the framework starts. Training times
-    the model's optimizer step as prednet-train builds it; inference its
-    frame-prediction model. After --warmup untimed steps: frames/s
+    the model's optimizer step as prednet-train builds and runs it (for
+    PredNet through model.fit, one step queued behind the one whose loss is
+    read; a step's time is the time between two losses arriving); inference
+    its frame-prediction model. After --warmup untimed steps: frames/s
     (batch x nt x steps / time), the step-time median, p10, p90, min and max,
     and peak memory (host RSS; GPU where the framework reports it). The
     input is synthetic (random frames from --seed), so no data pipeline is
@@ -76,7 +79,7 @@ def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, st
     """
     from prednet_keras import bench, profiling, runtime
 
-    configs = _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, steps, warmup, seed)
+    configs = _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, unroll, steps, warmup, seed)
     runtime_config = _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, xla)
     for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
         if path and os.path.exists(path) and not overwrite:
@@ -114,7 +117,7 @@ def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, st
         click.echo(f"Plot written to {plot_path}", err=True)
 
 
-def _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, steps, warmup, seed):
+def _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, unroll, steps, warmup, seed):
     from prednet_keras.bench import BenchConfig
 
     if size is not None and sizes:
@@ -128,7 +131,7 @@ def _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes
         for batch in batches:
             config = BenchConfig(
                 model=model, mode=mode, batch_size=batch, size=frame_size, nt=nt, stack_sizes=stack_sizes,
-                autoencoder=autoencoder, steps=steps, warmup=warmup, seed=seed,
+                autoencoder=autoencoder, unroll=unroll, steps=steps, warmup=warmup, seed=seed,
             )
             try:
                 configs.append(config.resolved())

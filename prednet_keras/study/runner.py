@@ -158,10 +158,14 @@ def _record_study(spec, study_dir, spec_path, command):
     runs.atomic_write_json(path, record)
 
 
+# [train] options added after studies were run, with the value those runs had.
+_PREDATING_TRAIN_OPTIONS = {"prednet": {"unroll": False}}
+
+
 def _check_compatible(recorded, spec, study_dir):
-    if recorded.get("model") != spec.model or recorded.get("train") != spec.train:
-        differing = sorted(k for k in set(recorded.get("train", {})) | set(spec.train)
-                           if recorded.get("train", {}).get(k) != spec.train.get(k))
+    train = {**_PREDATING_TRAIN_OPTIONS.get(recorded.get("model"), {}), **recorded.get("train", {})}
+    if recorded.get("model") != spec.model or train != spec.train:
+        differing = sorted(k for k in set(train) | set(spec.train) if train.get(k) != spec.train.get(k))
         what = "model" if recorded.get("model") != spec.model else "[train] " + ", ".join(differing)
         raise SpecError(f"{study_dir} holds a study with another {what}; a study folder keeps one protocol "
                         "(use another --output).")

@@ -70,6 +70,20 @@ def test_every_output_mode_matches_numpy(name, extrap):
         np.testing.assert_allclose(got, expected, atol=ATOL, rtol=0, err_msg=f"{name} {mode} extrap={extrap}")
 
 
+@pytest.mark.parametrize("mode", ["prediction", "error", "all"])
+@pytest.mark.parametrize("extrap", [None, 2])
+def test_unrolled_time_loop_computes_the_same(mode, extrap):
+    # prednet-train unrolls the loop by default for speed: the same operations per time step.
+    stack, R_stack, filt, frame_hw, weights, frames = case("three_layers", steps=4)
+    rolled = make_layer(stack, R_stack, filt, frame_hw, mode, weights, extrap_start_time=extrap)
+    unrolled = make_layer(stack, R_stack, filt, frame_hw, mode, weights, extrap_start_time=extrap, unroll=True)
+    assert unrolled.get_config()["unroll"] is True
+    got = keras.ops.convert_to_numpy(unrolled(frames))
+    np.testing.assert_allclose(got, keras.ops.convert_to_numpy(rolled(frames)), atol=1e-6, rtol=0)
+    expected = prednet_reference(frames, weights, stack, R_stack, output_mode=mode, extrap_start_time=extrap)
+    np.testing.assert_allclose(got, expected, atol=ATOL, rtol=0)
+
+
 def test_reference_is_not_trivially_zero():
     """Guards the comparison above: the reference outputs actually move with the input."""
     stack, R_stack, filt, frame_hw, weights, frames = case("three_layers")

@@ -133,3 +133,23 @@ def test_dry_run_shows_the_plan(tmp_path):
     assert "27 runs; 0 done, 27 to run" in result.output
     assert "cpu-1-thread: backend=tensorflow" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_study_run_before_a_train_option_existed_resumes_with_that_options_old_value(tmp_path):
+    import json
+    from pathlib import Path
+
+    from prednet_keras.study import runner
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "study"
+    # lotter-prednet/ was run before [train] had `unroll`; its runs trained the loop rolled.
+    recorded = json.loads((docs / "lotter-prednet" / "study.json").read_text())["spec"]
+    assert "unroll" not in recorded["train"]
+    spec = load_spec(docs / "lotter-prednet.toml")
+    assert spec.train["unroll"] is False
+    runner._check_compatible(recorded, spec, tmp_path)
+    text = (docs / "lotter-prednet.toml").read_text().replace("unroll = false", "unroll = true")
+    changed = tmp_path / "changed.toml"
+    changed.write_text(text)
+    with pytest.raises(SpecError, match=r"another \[train\] unroll"):
+        runner._check_compatible(recorded, load_spec(changed), tmp_path)
