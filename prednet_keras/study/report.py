@@ -421,6 +421,10 @@ def protocol_identity(manifest):
     out = {"protocol": manifest.get("protocol")}
     if model or schedule:
         out["model"] = {k: model.get(k) for k in _MODEL_KEYS}
+        if isinstance(out["model"]["kwargs"], dict):
+            # Unrolling changes how the time loop is computed, not what is trained
+            # (like --xla), and runs recorded before the option have no such key.
+            out["model"]["kwargs"] = {k: v for k, v in out["model"]["kwargs"].items() if k != "unroll"}
         out["schedule"] = {k: schedule.get(k) for k in _SCHEDULE_KEYS}
     else:
         out["options"] = {k: options.get(k) for k in _OPTION_KEYS}

@@ -274,3 +274,14 @@ def test_cli(machines, tmp_path):
     assert missing.exit_code == 2
     bad = runner.invoke(main, ["report", str(cpu), "-o", str(out), "--overwrite", "--margin", "-1"])
     assert bad.exit_code == 2
+
+
+def test_unrolling_the_loop_does_not_split_a_protocol():
+    from prednet_keras.study.report import protocol_identity
+
+    model = {"name": "prednet", "layer": "prednet_keras.layers.lotter.PredNet", "kwargs": {"stack_sizes": [3, 4]}}
+    before = {"model": model, "schedule": {"epochs": 2}, "data": {"train": {"checksum": "sha256:1"}}}
+    after = {**before, "model": {**model, "kwargs": {"stack_sizes": [3, 4], "unroll": True}}}
+    assert protocol_identity(before) == protocol_identity(after)
+    other = {**before, "model": {**model, "kwargs": {"stack_sizes": [3, 5]}}}
+    assert protocol_identity(other) != protocol_identity(before)
