@@ -304,54 +304,49 @@ class _Runner:
     """What one phase times.
 
     `run(count, on_step)` runs `count` steps and calls `on_step()` as each
-    step's result reaches the host (in order); the time between two calls is
-    that step's time. By default the steps are `step()` calls one after the
-    other (each returns when its result is on the host); a runner made with
-    `run` instead supplies its own loop.
+    step's result reaches the host, in order; the time between two calls is
+    that step's time.
     """
 
-    def __init__(self, step, parameters, frames_per_step, notes, run=None):
-        self.step = step
+    def __init__(self, run, parameters, frames_per_step, notes):
+        self.run = run
         self.parameters = parameters
         self.frames_per_step = frames_per_step
         self.notes = notes
-        self._run = run
 
-    def run(self, count, on_step):
-        if self._run is not None:
-            return self._run(count, on_step)
+
+def _one_by_one(step):
+    """A runner loop of `step()` calls, each returning when its result is on the host."""
+
+    def run(count, on_step):
         for _ in range(count):
-            self.step()
+            step()
             on_step()
+
+    return run
 
 
 def _fit_loop(model, x, y):
-    """A runner loop through `model.fit`, as prednet-train trains.
+    """A runner loop through `model.fit`, read as prednet-train reads it.
 
-    Fit moves the next batch to the device while a step runs, and where steps
-    run asynchronously prednet-train reads a step's loss once the following
-    step has been dispatched; the callback here does the same, so the device
-    always has a step queued.
+    Fit moves the next batch to the device while a step runs, and the losses
+    are read by train.StepLosses, as prednet-train's run recorder reads them.
     """
     import keras
-    import numpy as np
 
-    from prednet_keras.train import dispatches_asynchronously
+    from prednet_keras.train import StepLosses
 
-    lag = 1 if dispatches_asynchronously(model) else 0
+    losses = StepLosses(model)
 
     class _StepDone(keras.callbacks.Callback):
         def __init__(self, count, on_step):
             super().__init__()
             self.count = count
             self.on_step = on_step
-            self.pending = []
             self.done = 0
 
         def on_train_batch_end(self, batch, logs=None):
-            self.pending.append(logs)
-            while len(self.pending) > lag:
-                float(np.asarray(self.pending.pop(0)["loss"]))
+            for _ in losses.add(batch, logs):
                 if self.done < self.count:
                     self.done += 1
                     self.on_step()
@@ -363,7 +358,7 @@ def _fit_loop(model, x, y):
     def run(count, on_step):
         # Every time is taken in a step's callback, never at the end of fit,
         # which also copies the trained state back to the model.
-        model.fit(batches(), steps_per_epoch=count + lag, epochs=1, shuffle=False, verbose=0,
+        model.fit(batches(), steps_per_epoch=count + losses.lag, epochs=1, shuffle=False, verbose=0,
                   callbacks=[_StepDone(count, on_step)])
 
     return run
@@ -395,7 +390,7 @@ def _prednet_runner(config, phase, jit_compile, rng):
             f"{'unrolled' if config.unroll else 'rolled'}), as prednet-train runs it: next batch sent ahead, "
             f"each loss read after the next step is dispatched; step time = time between losses arriving"
         )
-        return _Runner(None, parameters, config.frames_per_step, notes, run=_fit_loop(model, x, y))
+        return _Runner(_fit_loop(model, x, y), parameters, config.frames_per_step, notes)
     else:
         predictor = build_prediction_model(model, nt=config.nt)
         predictor.compile(jit_compile=jit_compile)
@@ -404,7 +399,7 @@ def _prednet_runner(config, phase, jit_compile, rng):
             return np.asarray(predictor.predict_on_batch(x))
 
         notes = "predict_on_batch of build_prediction_model (output_mode prediction)"
-    return _Runner(step, parameters, config.frames_per_step, notes)
+    return _Runner(_one_by_one(step), parameters, config.frames_per_step, notes)
 
 
 def _chainer_runner(config, phase, jit_compile, rng):
@@ -437,7 +432,7 @@ def _chainer_runner(config, phase, jit_compile, rng):
             return np.asarray(predictor.predict_on_batch(x))
 
         notes = "predict_on_batch of ChainerPredNetTrainer.prediction_model"
-    return _Runner(step, parameters, config.frames_per_step, notes)
+    return _Runner(_one_by_one(step), parameters, config.frames_per_step, notes)
 
 
 def _autoencoder_runner(config, phase, jit_compile, rng):
@@ -461,7 +456,7 @@ def _autoencoder_runner(config, phase, jit_compile, rng):
             return np.asarray(model.predict_on_batch(x))
 
         notes = f"predict_on_batch of the {config.autoencoder} MNIST autoencoder"
-    return _Runner(step, int(model.count_params()), config.frames_per_step, notes)
+    return _Runner(_one_by_one(step), int(model.count_params()), config.frames_per_step, notes)
 
 
 _RUNNERS = {"prednet": _prednet_runner, "prednet-chainer": _chainer_runner, "autoencoder": _autoencoder_runner}

@@ -453,10 +453,10 @@ class RunRecorder(keras.callbacks.Callback):
     checkpoint; if it strikes between state.json and model.keras, resuming
     re-exports model.keras from the checkpoint (then the same weights).
 
-    Where steps run asynchronously (`dispatches_asynchronously`), a step's row
-    is written once the next step has been dispatched, so the device always
-    has a step queued (and a non-finite loss stops training one step later);
-    the rows of an epoch are all written before its end-of-epoch work.
+    Step rows are written as `StepLosses` reads the losses: where steps run
+    asynchronously, once the next step has been dispatched (so a non-finite
+    loss stops training one step later); the rows of an epoch are all written
+    before its end-of-epoch work.
 
     Args:
         folder: the RunFolder.
@@ -486,8 +486,7 @@ class RunRecorder(keras.callbacks.Callback):
         self._epoch = 0
         self._epoch_start = time.perf_counter()
         self._kill_at = _parse_kill_at(os.environ.get(KILL_AT_ENV))
-        self._pending = []
-        self._lag = 0
+        self._losses = None
         self.last_step = None
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -495,20 +494,14 @@ class RunRecorder(keras.callbacks.Callback):
         self._epoch_start = time.perf_counter()
 
     def on_train_begin(self, logs=None):
-        # Reading a step's loss waits for that step to finish. Where a step
-        # returns before the device has done it, reading the one before keeps
-        # the step just dispatched queued behind it, so the device never idles
-        # while this callback writes. The trajectory needs each step's weights.
-        self._lag = 1 if self.trajectory is None and dispatches_asynchronously(self.model) else 0
+        # The trajectory needs each step's weights: it reads every step at once.
+        self._losses = StepLosses(self.model, lag=0 if self.trajectory is not None else None)
 
     def on_train_batch_end(self, batch, logs=None):
-        self._pending.append((self._epoch + 1, batch + 1, logs or {}))
-        self._write_steps(keep=self._lag)
+        self._write_steps(self._losses.add((self._epoch + 1, batch + 1), logs))
 
-    def _write_steps(self, keep):
-        while len(self._pending) > keep:
-            epoch, step, logs = self._pending.pop(0)
-            loss = float(logs.get("batch_loss", logs.get("loss", math.nan)))
+    def _write_steps(self, losses):
+        for (epoch, step), loss in losses:
             self.history.write(
                 kind="step",
                 epoch=epoch,
@@ -530,7 +523,7 @@ class RunRecorder(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
-        self._write_steps(keep=0)
+        self._write_steps(self._losses.flush())
         if self.diverged:
             return
         done = epoch + 1
@@ -582,7 +575,7 @@ class RunRecorder(keras.callbacks.Callback):
             print(f"warning: loss.png not updated ({error})", flush=True)
 
     def on_train_end(self, logs=None):
-        self._write_steps(keep=0)
+        self._write_steps(self._losses.flush())
         self.history.close()
 
 
@@ -669,6 +662,40 @@ def dispatches_asynchronously(model):
     if backend == "torch":
         return any("cuda" in str(getattr(v.value, "device", "")) for v in model.trainable_variables[:1])
     return False
+
+
+class StepLosses:
+    """Reads training steps' losses in order, as late as keeps the device busy.
+
+    Reading a loss waits for its step to finish. Where a step returns before
+    the device has done it (`dispatches_asynchronously`), the loss of a step is
+    read only once the next step has been dispatched, so the device always has
+    a step queued; elsewhere at once.
+
+    Args:
+        model: the model being trained (decides the lag).
+        lag: steps left unread; None: 1 where steps run asynchronously, else 0.
+    """
+
+    def __init__(self, model, lag=None):
+        self.lag = (1 if dispatches_asynchronously(model) else 0) if lag is None else lag
+        self._pending = []
+
+    def add(self, key, logs):
+        """Queues a finished call's logs under `key`; returns [(key, loss)] for the steps now read."""
+        self._pending.append((key, logs or {}))
+        return self._read(keep=self.lag)
+
+    def flush(self):
+        """Reads every queued step: [(key, loss)]."""
+        return self._read(keep=0)
+
+    def _read(self, keep):
+        out = []
+        while len(self._pending) > keep:
+            key, logs = self._pending.pop(0)
+            out.append((key, float(logs.get("batch_loss", logs.get("loss", math.nan)))))
+        return out
 
 
 def export_best(export_model, folder):
