@@ -54,6 +54,8 @@ SAMPLES_PER_EPOCH = 500
 # Test hook: "EPOCH:STEP" (from 1) kills the training process with SIGKILL right
 # after that step, as a power cut would, to test --resume.
 KILL_AT_ENV = "PREDNET_TEST_KILL_AT"
+# Training-data augmentations (TrainConfig.augment), in the order they are applied.
+AUGMENTATIONS = ("flip", "reverse")
 
 
 class TrainingDiverged(ValueError):
@@ -94,6 +96,11 @@ class TrainConfig(OptionsRecord):
             same operations per time step; XLA then optimises across steps:
             1.3x the frames/s with JAX on an H200, no change with TensorFlow
             on a CPU). Runs recorded before this option existed trained rolled.
+        augment: label-preserving changes drawn for each training sequence
+            (not validation): "flip" mirrors it left-right, "reverse" plays it
+            backwards, each with probability 1/2 (see `augment_sequence`).
+            Empty, the recipe's default: the original trained on the frames
+            as they are.
     """
 
     WHAT = "training options"
@@ -118,6 +125,7 @@ class TrainConfig(OptionsRecord):
     seed: int = 0
     init_weights: str = None
     unroll: bool = True
+    augment: tuple = ()
 
     @classmethod
     def from_dict(cls, values):
@@ -137,6 +145,7 @@ class TrainConfig(OptionsRecord):
                 setattr(config, name, tuple(int(v) for v in value))
         if not isinstance(config.layer_loss, str):
             config.layer_loss = tuple(float(v) for v in config.layer_loss)
+        config.augment = tuple(str(v) for v in config.augment or ())
         for name in ("data", "val_data", "init_weights"):
             value = getattr(config, name)
             if value is not None:
@@ -164,6 +173,10 @@ class TrainConfig(OptionsRecord):
             raise ValueError(f"--val-sequences must be >= 0, got {self.val_sequences}.")
         if not 0 < self.val_fraction < 1:
             raise ValueError(f"--val-fraction must be between 0 and 1, got {self.val_fraction}.")
+        unknown = [name for name in self.augment if name not in AUGMENTATIONS]
+        if unknown or len(set(self.augment)) != len(self.augment):
+            raise ValueError(f"--augment takes distinct names among {', '.join(AUGMENTATIONS)}, "
+                             f"got {','.join(self.augment)}.")
         if self.filter_size % 2 == 0:
             raise ValueError(f"--filter-size must be odd (the convolutions keep the frame size), got {self.filter_size}.")
         stacks = self.stack_sizes if self.stack_sizes is not None else KITTI_STACK_SIZES
@@ -356,9 +369,10 @@ class EpochBatches(keras.utils.PyDataset):
         first_epoch: 0-based epoch this dataset starts at.
         epochs: total epochs of the run.
         seed: order seed.
+        augment: augmentations drawn per sequence (see augment_sequence).
     """
 
-    def __init__(self, sequences, batch_size, steps_per_epoch, first_epoch, epochs, seed):
+    def __init__(self, sequences, batch_size, steps_per_epoch, first_epoch, epochs, seed, augment=()):
         super().__init__()
         self.sequences = sequences
         self.count = len(sequences)
@@ -367,6 +381,7 @@ class EpochBatches(keras.utils.PyDataset):
         self.first_batch = first_epoch * steps_per_epoch
         self.total = (epochs - first_epoch) * steps_per_epoch
         self.seed = seed
+        self.augment = tuple(augment)
         self._orders = {}
 
     def __len__(self):
@@ -388,9 +403,44 @@ class EpochBatches(keras.utils.PyDataset):
     def __getitem__(self, index):
         if not 0 <= index < self.total:
             raise IndexError(f"batch {index} out of range for {self.total} batches")
-        chosen = self.indices(self.first_batch + index)
-        frames = np.concatenate([self.sequences[int(j)][0] for j in chosen])
+        batch = self.first_batch + index
+        chosen = self.indices(batch)
+        first = batch * self.batch_size
+        frames = np.concatenate([
+            augment_sequence(self.sequences[int(j)][0], self.augment, self.seed, first + i)
+            for i, j in enumerate(chosen)
+        ])
         return frames, np.zeros((len(chosen), 1), np.float32)
+
+
+def augment_sequence(frames, augment, seed, position):
+    """A training sequence as augmentation draws it for one stream position.
+
+    Each name in `augment` is applied with probability 1/2, the coin flips
+    coming from numpy.random.default_rng([seed, position, 1]): a function of
+    the run's seed and the sequence's run-wide position only, so a resumed run
+    sees the same augmented batches as an uninterrupted one, on any backend.
+    Both changes keep a sequence a plausible video: mirrored scenes, and
+    motion played backwards.
+
+    Args:
+        frames: (..., nt, H, W, C) array.
+        augment: names from AUGMENTATIONS ("flip": left-right, "reverse": time).
+        seed: the run's seed.
+        position: the sequence's position in the run's stream of sequences.
+
+    Returns:
+        The sequence, changed or not (a view when changed).
+    """
+    if not augment:
+        return frames
+    heads = np.random.default_rng([seed, position, 1]).random(len(AUGMENTATIONS)) < 0.5
+    drawn = {name for name, head in zip(AUGMENTATIONS, heads) if head}
+    if "flip" in augment and "flip" in drawn:
+        frames = frames[..., ::-1, :]
+    if "reverse" in augment and "reverse" in drawn:
+        frames = frames[..., ::-1, :, :, :]
+    return frames
 
 
 def pass_order(count, seed, k):
@@ -873,7 +923,8 @@ def run_training(run_dir, runtime_record=None, quiet=False):
         return _finish(folder, manifest, session, state)
 
     batches = EpochBatches(
-        sequences, config.batch_size, config.steps_per_epoch, first_epoch, config.epochs, config.seed
+        sequences, config.batch_size, config.steps_per_epoch, first_epoch, config.epochs, config.seed,
+        augment=config.augment,
     )
     trajectory = Trajectory(folder.path / TRAJECTORY_FILE, config.epochs * config.steps_per_epoch,
                             (manifest.get("study") or {}).get("trajectory_points") or 0)

@@ -15,7 +15,7 @@ RESUME_MAY_CHANGE = {"epochs", "quiet", "output", "resume"}
 # Lotter's recipe only: refused with the study models (issue 9), which follow their protocol.
 LOTTER_ONLY = (
     "nt", "batch_size", "epochs", "steps_per_epoch", "lr", "lr_drop_epoch", "lr_drop_factor",
-    "layer_loss", "val_sequences", "val_data", "val_fraction", "unroll",
+    "layer_loss", "val_sequences", "val_data", "val_fraction", "unroll", "augment",
 )
 # The study models' options: refused with --model prednet.
 STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder", "period", "bprop", "images")
@@ -89,6 +89,7 @@ Examples:
 @click.option("--val-sequences", type=click.IntRange(min=0), default=100, show_default=True, help="Fixed validation sequences (0: none; the best model is then the lowest training loss).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the initial weights and of the order of training sequences.")
 @click.option("--unroll/--no-unroll", default=True, show_default=True, help="Unroll the time loop in the compiled training step: the same operations, which XLA then optimises across time steps (1.3x faster with JAX on an H200; no change with TensorFlow on a CPU).")
+@click.option("--augment", type=click.Choice(["flip", "reverse"]), multiple=True, help="Augment the training sequences (repeatable): flip mirrors a sequence left-right, reverse plays it backwards, each drawn with probability 1/2 per sequence from the seed [default: none, as the recipe].")
 @click.option("--init-weights", type=click.Path(dir_okay=False), help="Start from these initial weights (e.g. another run's initial_weights.h5) instead of the seed's.")
 @click.option("--backend", type=click.Choice(BACKENDS), help="Keras backend [default: KERAS_BACKEND, else tensorflow].")
 @click.option("--device", default="cpu", show_default=True, help="cpu, gpu or gpu:N. A GPU asked for and not visible is an error.")
@@ -314,6 +315,7 @@ def _train_config(options):
         seed=options["seed"],
         init_weights=options["init_weights"],
         unroll=options["unroll"],
+        augment=options["augment"],
     )
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from prednet_keras import runs
-from prednet_keras.train import EpochBatches, TrainConfig, learning_rate_at, pass_order
+from prednet_keras.train import EpochBatches, TrainConfig, augment_sequence, learning_rate_at, pass_order
 
 
 def test_atomic_write_replaces_whole_file(tmp_path):
@@ -119,6 +119,63 @@ def test_batches_depend_only_on_seed_and_global_position():
     assert not all(np.array_equal(whole.indices(b), other_seed.indices(b)) for b in range(3))
 
 
+class _Movies:
+    """Sequence j: (1, nt=3, H=2, W=3, C=1) frames whose pixel (t, y, x) holds 100 j + 10 t + 3 y + x."""
+
+    def __len__(self):
+        return 5
+
+    def __getitem__(self, j):
+        t, y, x = np.meshgrid(np.arange(3), np.arange(2), np.arange(3), indexing="ij")
+        return (100 * j + 10 * t + 3 * y + x).astype(np.float32)[np.newaxis, ..., np.newaxis], np.zeros((1, 1))
+
+
+def _undo(frames, original):
+    """Which of (flip, reverse) turns `original` into `frames`; fails when none does."""
+    for flip in (False, True):
+        for reverse in (False, True):
+            candidate = original[..., ::-1, :] if flip else original
+            candidate = candidate[..., ::-1, :, :, :] if reverse else candidate
+            if np.array_equal(candidate, frames):
+                return flip, reverse
+    raise AssertionError("the augmented sequence is not a flip or reversal of the original")
+
+
+def test_augmented_batches_are_flips_and_reversals_drawn_from_the_seed_and_position():
+    movies = _Movies()
+    plain = EpochBatches(movies, batch_size=2, steps_per_epoch=3, first_epoch=0, epochs=4, seed=9)
+    augmented = EpochBatches(movies, batch_size=2, steps_per_epoch=3, first_epoch=0, epochs=4, seed=9,
+                             augment=("flip", "reverse"))
+    drawn = []
+    for b in range(len(plain)):
+        original, changed = plain[b][0], augmented[b][0]
+        np.testing.assert_array_equal(plain.indices(b), augmented.indices(b))  # the order is not touched
+        for i in range(len(original)):
+            drawn.append(_undo(changed[i : i + 1], original[i : i + 1]))
+            # A flip mirrors every frame left-right; a reversal plays the frames backwards.
+            flip, reverse = drawn[-1]
+            expected = original[i, ::-1] if reverse else original[i]
+            np.testing.assert_array_equal(changed[i], expected[:, :, ::-1] if flip else expected)
+    # Both coins come up both ways over 24 sequences, independently of each other.
+    assert {d[0] for d in drawn} == {False, True} and {d[1] for d in drawn} == {False, True}
+    assert len(set(drawn)) == 4
+    # A resumed run draws the same changes for the same stream positions.
+    resumed = EpochBatches(movies, batch_size=2, steps_per_epoch=3, first_epoch=2, epochs=4, seed=9,
+                           augment=("flip", "reverse"))
+    for i in range(len(resumed)):
+        np.testing.assert_array_equal(resumed[i][0], augmented[6 + i][0])
+    # Only the named augmentations are applied.
+    only_flip = EpochBatches(movies, batch_size=2, steps_per_epoch=3, first_epoch=0, epochs=4, seed=9, augment=("flip",))
+    for b in range(len(plain)):
+        for i, (flip, _) in enumerate(drawn[2 * b : 2 * b + 2]):
+            assert _undo(only_flip[b][0][i : i + 1], plain[b][0][i : i + 1]) == (flip, False)
+
+
+def test_augment_sequence_without_augmentations_returns_the_frames_themselves():
+    frames = np.zeros((1, 3, 2, 2, 1))
+    assert augment_sequence(frames, (), seed=0, position=5) is frames
+
+
 def test_config_defaults_are_the_kitti_recipe():
     config = TrainConfig().resolved()
     assert (config.nt, config.batch_size, config.epochs, config.steps_per_epoch) == (10, 4, 150, 125)
@@ -128,6 +185,9 @@ def test_config_defaults_are_the_kitti_recipe():
     assert kwargs["stack_sizes"] == (3, 48, 96, 192) and kwargs["A_filt_sizes"] == (3, 3, 3)
     assert TrainConfig().prednet_kwargs(1)["stack_sizes"][0] == 1
     assert TrainConfig.from_dict(config.to_dict()) == config
+    assert config.augment == ()  # the recipe trains on the frames as they are
+    augmented = TrainConfig(augment=["reverse", "flip"]).resolved()
+    assert TrainConfig.from_dict(augmented.to_dict()).resolved() == augmented
 
 
 @pytest.mark.parametrize(
@@ -138,6 +198,8 @@ def test_config_defaults_are_the_kitti_recipe():
         ({"stack_sizes": (3, 8), "r_stack_sizes": (3,)}, "--r-stack-sizes has 1"),
         ({"filter_size": 4}, "odd"),
         ({"model": "resnet"}, "--model"),
+        ({"augment": ("flip", "rotate")}, "--augment takes distinct names among flip, reverse"),
+        ({"augment": ("flip", "flip")}, "--augment takes distinct names"),
     ],
 )
 def test_config_errors_name_the_option(changes, message):

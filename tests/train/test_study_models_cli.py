@@ -93,6 +93,7 @@ def test_autoencoder_quick(tmp_path):
         (["--model", "prednet-chainer", "--autoencoder", "conv"], "--autoencoder does not apply"),
         (["--model", "autoencoder", "--tbptt", "clean"], "--tbptt does not apply to --model autoencoder"),
         (["--model", "autoencoder", "--size", "32x32"], "--size does not apply to --model autoencoder"),
+        (["--model", "prednet-chainer", "--augment", "flip"], "--augment does not apply to --model prednet-chainer"),
         (["--model", "autoencoder", "--resume"], "--resume is not available for --model autoencoder"),
         (["--model", "prednet-chainer", "--stack-sizes", "3,4", "--size", "33x32"], "not divisible by 2**1"),
     ],

@@ -128,6 +128,23 @@ def test_another_backend_starts_alike_and_follows_the_same_path(backend, trained
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-4)
 
 
+def test_augmented_run_records_it_and_trains_on_changed_sequences(trained_run, weights_dir, tiny_npz):
+    reference, _ = trained_run
+    folder = weights_dir / "augmented"
+    result = train(TINY + ["--data", tiny_npz, "--augment", "flip", "--augment", "reverse", "--quiet", "-o", folder])
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["options"]["augment"] == ["flip", "reverse"]
+    reference_manifest = json.loads((reference / "manifest.json").read_text())
+    # Same start and order of sequences; the first batch's coins (seed 0) flip at least one of its sequences.
+    assert manifest["initial_weights"]["checksum"] == reference_manifest["initial_weights"]["checksum"]
+    assert manifest["seeds"] == reference_manifest["seeds"]
+    ours, theirs = _history(folder), _history(reference)
+    assert ours[0]["loss"] != pytest.approx(theirs[0]["loss"], rel=1e-6)
+    # Validation sequences are never augmented: they are the reference's, so only the weights differ.
+    assert manifest["data"]["val"] == reference_manifest["data"]["val"]
+
+
 def test_default_data_is_the_embedded_video_and_overwrite_replaces(tmp_path):
     folder = tmp_path / "embedded"
     old = runs.RunFolder(folder)
@@ -180,6 +197,7 @@ def _invoke(args):
         (["--layer-loss", "1,0.5"], "2 values but the model has 4 layers"),
         (["--layer-loss", "L_2"], "L_0, L_all"),
         (["--nt", "1"], "--nt"),
+        (["--augment", "rotate"], "'rotate' is not one of 'flip', 'reverse'"),
         (["--backend", "theano"], "theano"),
         (["--device", "tpu"], "Unknown device"),
         (["--data", "/no/such/frames"], "no such file"),
