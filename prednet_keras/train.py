@@ -913,6 +913,7 @@ def run_training(run_dir, runtime_record=None, quiet=False):
             "loss": "mean_absolute_error of the weighted error vs 0",
             "monitor": monitor,
             "jit_compile": jit,
+            "augment": list(config.augment),
         },
     )
     session["jit_compile"] = jit

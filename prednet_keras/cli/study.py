@@ -161,8 +161,15 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
     if dry_run:
         configurations = spec.select(only)
         finished, pending = plan_status(spec, output, configurations) if os.path.isdir(output) else ([], spec.planned_runs(configurations))
-        click.echo(f"Study {spec.name}: model {spec.model}, {len(spec.seeds)} seeds x {spec.replicates} "
-                   f"replicate(s){' + 1-ulp baseline' if spec.ulp_baseline else ''} x {len(configurations)} "
+        if spec.replicate_seeds is None:
+            replicates = f"{len(spec.seeds)} seeds x {spec.replicates} replicate(s)"
+        else:
+            chosen = spec.replicate_seeds
+            shown = ", ".join(map(str, chosen[:10])) + (", ..." if len(chosen) > 10 else "")
+            replicates = (f"{len(spec.seeds)} seeds ({len(chosen)} of them x {spec.replicates} replicates: "
+                          f"{shown}; the others x 1)")
+        click.echo(f"Study {spec.name}: model {spec.model}, {replicates}"
+                   f"{' + 1-ulp baseline' if spec.ulp_baseline else ''} x {len(configurations)} "
                    f"configuration(s) = {len(finished) + len(pending)} runs; {len(finished)} done, "
                    f"{len(pending)} to run.")
         for config in configurations:

@@ -428,6 +428,11 @@ def protocol_identity(manifest):
         out["schedule"] = {k: schedule.get(k) for k in _SCHEDULE_KEYS}
     else:
         out["options"] = {k: options.get(k) for k in _OPTION_KEYS}
+    # Augmented data is another protocol; runs without augmentation (and those
+    # recorded before the option existed) carry no key, so they stay one protocol.
+    augment = schedule.get("augment") if (model or schedule) else options.get("augment")
+    if augment:
+        out["augment"] = list(augment)
     out["data"] = {split: (info or {}).get("checksum") for split, info in sorted((manifest.get("data") or {}).items())}
     return out
 
@@ -786,9 +791,10 @@ def _protocol_section(pid, protocol, configs, perturbed, options, warnings):
     # they are averaged rather than counted as extra seeds.
     values, seeds_of, config_rows, audits = {}, {}, [], {}
     for config in configs:
-        by_seed = {}
+        by_seed, run_values = {}, []
         for run in config["runs"]:
             value = run.metric(metric)
+            run_values.append(value)
             if value is None:
                 warnings.append(f"{pid} {config['id']}: {run.path} has no value for metric {metric!r}; left out.")
                 continue
@@ -797,8 +803,8 @@ def _protocol_section(pid, protocol, configs, perturbed, options, warnings):
         values[config["id"]] = np.array([np.mean(by_seed[s]) for s in ordered])
         seeds_of[config["id"]] = ordered
         audit = stats.determinism_audit(
-            [{"seed": r.seed, "weights_checksum": r.weights_checksum, "curve_checksum": r.curve_checksum}
-             for r in config["runs"]],
+            [{"seed": r.seed, "weights_checksum": r.weights_checksum, "curve_checksum": r.curve_checksum,
+              "metric": value} for r, value in zip(config["runs"], run_values)],
             config["settings"].get("deterministic"),
         )
         audits[config["id"]] = audit
@@ -1049,7 +1055,11 @@ def _protocol_markdown(section, several):
     for c in section["configurations"]:
         s = c["summary"]
         d = c["determinism"]
-        det = d["status"] + (f" ({d['identical']}/{d['audited']} repeats identical)" if d["audited"] else "")
+        details = [f"{d['identical']}/{d['audited']} repeats identical"] if d["audited"] else []
+        spread = d.get("max_metric_difference")
+        if spread is not None and (spread > 0 or d["status"] != "deterministic"):
+            details.append(f"metric differs by up to {_f(spread, 2)}")
+        det = d["status"] + (f" ({'; '.join(details)})" if details else "")
         if d["status"] == "defect":
             det = f"**DEFECT**: {det}"
         name = f"{c['name']}: " if c.get("name") else ""
@@ -1058,7 +1068,9 @@ def _protocol_markdown(section, several):
     lines.append("")
     lines.append("CI: t-based, (1 - alpha). Determinism: share of repeats (re-runs of a seed) whose final weights "
                  "and loss curve are bit-identical to the seed's first run; a configuration that asks for "
-                 "deterministic kernels and is below 100% is a defect.")
+                 "deterministic kernels and is below 100% is a defect. Where repeats differ, 'metric differs "
+                 "by up to' is the largest absolute difference of the metric between a repeat and its seed's "
+                 "first run: the size of the run-to-run variation, to set against the seed SD and the margin.")
     lines.append("")
     sp = section["starting_points"]
     start = ("every seed started from the same initial weights in every configuration" if sp["same_start"]

@@ -159,7 +159,7 @@ def _record_study(spec, study_dir, spec_path, command):
 
 
 # [train] options added after studies were run, with the value those runs had.
-_PREDATING_TRAIN_OPTIONS = {"prednet": {"unroll": False}}
+_PREDATING_TRAIN_OPTIONS = {"prednet": {"unroll": False, "augment": []}}
 
 
 def _check_compatible(recorded, spec, study_dir):
@@ -185,8 +185,28 @@ def _merge(recorded, current):
     ]
     merged["seeds"] = list(current["seeds"]) + [s for s in recorded.get("seeds", []) if s not in current["seeds"]]
     merged["replicates"] = max(current["replicates"], recorded.get("replicates", 1))
+    merged["replicate_seeds"] = _merge_replicate_seeds(recorded, current, merged["seeds"])
     merged["ulp_baseline"] = current["ulp_baseline"] or recorded.get("ulp_baseline", False)
     return merged
+
+
+def _merge_replicate_seeds(recorded, current, seeds):
+    """The seeds that got replicates in either invocation's spec: None (every seed) or a list.
+
+    A spec with replicates = 1 replicated no seed; one without replicate_seeds
+    (also every study.json from before the key) replicated all of its seeds.
+    The union comes in the order of the merged `seeds`, and is None when it
+    covers them all.
+    """
+    replicated = set()
+    for spec in (recorded, current):
+        if spec.get("replicates", 1) < 2:
+            continue
+        chosen = spec.get("replicate_seeds")
+        replicated |= set(spec.get("seeds", []) if chosen is None else chosen)
+    if not replicated or set(seeds) <= replicated:
+        return None  # no replicates anywhere (replicates is 1), or every seed has them
+    return [s for s in seeds if s in replicated]
 
 
 def _remove_partials(study_dir):

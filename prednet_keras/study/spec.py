@@ -6,6 +6,8 @@ A spec is a TOML file:
     model = "autoencoder"             # prednet | prednet-chainer | autoencoder
     seeds = 3                         # 3 -> seeds 0, 1, 2; or a list [0, 7, 11]
     replicates = 2                    # runs per seed and configuration
+    replicate_seeds = [0, 1]          # only these seeds get `replicates` runs, the others one
+                                      # [default: all seeds]; a whole number N: the first N seeds
     ulp_baseline = true               # + one run per seed and configuration from weights nudged by 1 ulp
     trajectory_points = 10            # weight snapshots per run, for divergence (study models)
     workers = 2                       # runs at once [default 1; --workers overrides]
@@ -55,8 +57,8 @@ RUNTIME_KEYS = ("backend", "device", "threads", "interop_threads", "deterministi
 # Training options that identify a run rather than the protocol: set by the runner.
 RUNNER_OWNED = ("model", "seed", "init_weights")
 REPORT_KEYS = ("metric", "margin", "margin_sd", "alpha", "power", "checkpoints", "curve_test")
-TOP_KEYS = ("name", "model", "seeds", "replicates", "ulp_baseline", "trajectory_points", "workers",
-            "train", "runtime", "configurations", "report")
+TOP_KEYS = ("name", "model", "seeds", "replicates", "replicate_seeds", "ulp_baseline", "trajectory_points",
+            "workers", "train", "runtime", "configurations", "report")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 # The specs shipped with the package: `prednet-study run quick`.
 READY_SPECS = Path(__file__).parent / "specs"
@@ -145,7 +147,10 @@ class StudySpec:
             model's config class's to_dict() without the runner-owned fields).
         configurations: the arms, in the spec's order.
         seeds: the seeds, in order.
-        replicates: runs per seed and configuration.
+        replicates: runs per seed and configuration (of the seeds in
+            replicate_seeds; every other seed runs once).
+        replicate_seeds: the seeds that get `replicates` runs, in the order
+            of `seeds`; None: every seed.
         ulp_baseline: whether each seed and configuration gets a 1-ulp run.
         trajectory_points: weight snapshots per run (0: none).
         workers: default number of runs at once.
@@ -158,6 +163,7 @@ class StudySpec:
     configurations: list
     seeds: list
     replicates: int = 1
+    replicate_seeds: list | None = None
     ulp_baseline: bool = False
     trajectory_points: int = 0
     workers: int = 1
@@ -179,6 +185,12 @@ class StudySpec:
             raise SpecError(f"No configuration matches {', '.join(patterns)}; the spec has: {names}.")
         return chosen
 
+    def replicates_of(self, seed):
+        """Runs per configuration of `seed` (1 when replicate_seeds leaves it out)."""
+        if self.replicate_seeds is None or seed in self.replicate_seeds:
+            return self.replicates
+        return 1
+
     def planned_runs(self, configurations=None):
         """Every run, seed-major (each seed's arms together, so partial results stay balanced).
 
@@ -188,7 +200,7 @@ class StudySpec:
         configurations = self.configurations if configurations is None else configurations
         planned = []
         for seed in self.seeds:
-            for replicate in range(1, self.replicates + 1):
+            for replicate in range(1, self.replicates_of(seed) + 1):
                 planned += [PlannedRun(c, seed, replicate) for c in configurations]
             if self.ulp_baseline:
                 planned += [PlannedRun(c, seed, None, "ulp") for c in configurations]
@@ -213,6 +225,7 @@ class StudySpec:
             "configurations": [c.to_dict() for c in self.configurations],
             "seeds": list(self.seeds),
             "replicates": self.replicates,
+            "replicate_seeds": None if self.replicate_seeds is None else list(self.replicate_seeds),
             "ulp_baseline": self.ulp_baseline,
             "trajectory_points": self.trajectory_points,
             "workers": self.workers,
@@ -264,6 +277,7 @@ def parse_spec(data, default_name="study", base=None):
         raise SpecError(f"`name` must be letters, digits, '-', '_', '.', '+', got {name!r}.")
     seeds = _seeds(data.get("seeds", 1))
     replicates = _whole(data, "replicates", 1, minimum=1)
+    replicate_seeds = _replicate_seeds(data.get("replicate_seeds"), seeds, replicates)
     trajectory_points = _whole(data, "trajectory_points", 0, minimum=0)
     workers = _whole(data, "workers", 1, minimum=1)
     ulp_baseline = data.get("ulp_baseline", False)
@@ -278,8 +292,8 @@ def parse_spec(data, default_name="study", base=None):
         raise SpecError(f"[report]: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
                         f"(known: {', '.join(REPORT_KEYS)}).")
     return StudySpec(name=name, model=model, train=train, configurations=configurations, seeds=seeds,
-                     replicates=replicates, ulp_baseline=ulp_baseline, trajectory_points=trajectory_points,
-                     workers=workers, report=report)
+                     replicates=replicates, replicate_seeds=replicate_seeds, ulp_baseline=ulp_baseline,
+                     trajectory_points=trajectory_points, workers=workers, report=report)
 
 
 def _table(data, key):
@@ -308,6 +322,37 @@ def _seeds(value):
             raise SpecError(f"`seeds` lists a seed twice: {value!r}.")
         return list(value)
     raise SpecError(f"`seeds` must be a count (e.g. 30) or a list of seeds, got {value!r}.")
+
+
+def _replicate_seeds(value, seeds, replicates):
+    """`replicate_seeds` as the list of seeds it names (in `seeds`' order), or None (every seed)."""
+    if value is None:
+        return None
+    if replicates < 2:
+        raise SpecError(f"`replicate_seeds` names the seeds that get `replicates` runs, but `replicates` is "
+                        f"{replicates}: set `replicates` >= 2, or leave `replicate_seeds` out.")
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 1 <= value <= len(seeds):
+            raise SpecError(f"`replicate_seeds` as a count must be between 1 and the number of seeds "
+                            f"({len(seeds)}), got {value}.")
+        return list(seeds[:value])
+    if isinstance(value, list) and value:
+        if not all(isinstance(s, int) and not isinstance(s, bool) for s in value):
+            raise SpecError(f"`replicate_seeds` must list seeds (whole numbers), got {value!r}.")
+        if len(set(value)) != len(value):
+            raise SpecError(f"`replicate_seeds` lists a seed twice: {value!r}.")
+        missing = [s for s in value if s not in seeds]
+        if missing:
+            raise SpecError(f"`replicate_seeds` names seed{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(map(str, missing))}, not in `seeds` ({_seed_list(seeds)}).")
+        return [s for s in seeds if s in value]
+    raise SpecError(f"`replicate_seeds` must be a count (the first N seeds) or a non-empty list of seeds, "
+                    f"got {value!r}.")
+
+
+def _seed_list(seeds, limit=10):
+    shown = ", ".join(map(str, seeds[:limit]))
+    return shown + (f", ... ({len(seeds)} seeds)" if len(seeds) > limit else "")
 
 
 def _config_class(model):

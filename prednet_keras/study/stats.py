@@ -771,15 +771,23 @@ def determinism_audit(runs, claims_determinism):
     side is not compared (the other one decides); with both None the repeat
     cannot be audited.
 
+    The size of the run-to-run variation: the largest absolute difference of
+    the metric between a repeat and its seed's first run, over the repeats
+    where both have a finite metric (whether or not their checksums could be
+    compared).
+
     Args:
-        runs: list of dicts with "seed", "weights_checksum", "curve_checksum".
+        runs: list of dicts with "seed", "weights_checksum", "curve_checksum"
+            and optionally "metric" (the study's metric of the run; None or
+            absent: not known).
         claims_determinism: whether the configuration asked for deterministic kernels.
 
     Returns:
         dict: seeds, seeds_repeated, repeats, audited, identical, share,
         identical_weights, identical_curves, claims_determinism, status
         ("deterministic", "defect", "not deterministic", "not audited"),
-        differing_seeds.
+        differing_seeds, max_metric_difference (float; None when no repeat
+        has a metric to compare) and metric_repeats (the repeats it is over).
     """
     by_seed = {}
     for run in runs:
@@ -787,10 +795,16 @@ def determinism_audit(runs, claims_determinism):
     repeats = audited = identical = same_weights = same_curves = 0
     weight_pairs = curve_pairs = 0
     differing = []
+    metric_difference, metric_repeats = None, 0
     for seed_, group in by_seed.items():
         first = group[0]
         for other in group[1:]:
             repeats += 1
+            a, b = first.get("metric"), other.get("metric")
+            if a is not None and b is not None and math.isfinite(a) and math.isfinite(b):
+                metric_repeats += 1
+                difference = abs(float(b) - float(a))
+                metric_difference = difference if metric_difference is None else max(metric_difference, difference)
             checks = []
             for key in ("weights_checksum", "curve_checksum"):
                 if first.get(key) is not None and other.get(key) is not None:
@@ -828,6 +842,8 @@ def determinism_audit(runs, claims_determinism):
         "claims_determinism": bool(claims_determinism),
         "status": status,
         "differing_seeds": differing,
+        "max_metric_difference": metric_difference,
+        "metric_repeats": metric_repeats,
     }
 
 

@@ -120,6 +120,33 @@ def test_determinism_audit_flags_the_defect(merged):
     assert "**DEFECT**" in (out / "report.md").read_text()
 
 
+def test_determinism_audit_measures_the_run_to_run_metric_difference(machines, merged):
+    report, out = merged
+    (section,) = report["protocols"]
+    metric = section["metric"]["name"]
+    _, gpu = machines
+    first, repeat = (study_report.load_run(gpu / name).metric(metric) for name in ("tf32off-s0", "tf32off-s0-r1"))
+    broken = _config(section, tf32=False)["determinism"]
+    assert broken["max_metric_difference"] == pytest.approx(abs(repeat - first)) and broken["max_metric_difference"] > 0
+    assert broken["metric_repeats"] == 1
+    t1 = _config(section, threads=1)["determinism"]
+    assert (t1["max_metric_difference"], t1["metric_repeats"]) == (0.0, 2)
+    t2 = _config(section, threads=2)["determinism"]
+    assert (t2["max_metric_difference"], t2["metric_repeats"]) == (None, 0)  # no repeats
+    saved = json.loads((out / "report.json").read_text())["protocols"][0]["configurations"]
+    assert {c["id"]: c["determinism"]["max_metric_difference"] for c in saved} == {
+        c["id"]: c["determinism"]["max_metric_difference"] for c in section["configurations"]}
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in (out / "report.md").read_text().splitlines()
+            if line.startswith("| C")}
+    broken_id = _config(section, tf32=False)["id"]
+    assert (f"**DEFECT**: defect (0/1 repeats identical; metric differs by up to "
+            f"{abs(repeat - first):.2g})") in rows[broken_id]
+    # Identical repeats: the count says it; no repeats: nothing to say.
+    assert rows[_config(section, threads=1)["id"]].endswith("| deterministic (2/2 repeats identical) |")
+    assert rows[_config(section, threads=2)["id"]].endswith("| not audited |")
+    assert "'metric differs by up to' is the largest absolute difference" in (out / "report.md").read_text()
+
+
 def test_curves_and_divergence(merged):
     report, _ = merged
     (section,) = report["protocols"]
@@ -285,3 +312,17 @@ def test_unrolling_the_loop_does_not_split_a_protocol():
     assert protocol_identity(before) == protocol_identity(after)
     other = {**before, "model": {**model, "kwargs": {"stack_sizes": [3, 5]}}}
     assert protocol_identity(other) != protocol_identity(before)
+
+
+def test_augmented_runs_are_another_protocol_and_unaugmented_ones_are_not():
+    from prednet_keras.study.report import protocol_identity
+
+    model = {"name": "prednet", "layer": "prednet_keras.layers.lotter.PredNet", "kwargs": {"stack_sizes": [3, 4]}}
+    before = {"model": model, "schedule": {"epochs": 2}, "data": {"train": {"checksum": "sha256:1"}}}
+    plain = {**before, "schedule": {"epochs": 2, "augment": []}}
+    flipped = {**before, "schedule": {"epochs": 2, "augment": ["flip"]}}
+    assert protocol_identity(plain) == protocol_identity(before)
+    assert protocol_identity(flipped) != protocol_identity(plain)
+    # A run that never started is identified by its options.
+    assert protocol_identity({"options": {"epochs": 2, "augment": ["flip"]}}) != protocol_identity(
+        {"options": {"epochs": 2}})

@@ -40,6 +40,34 @@ def test_a_spec_plans_every_seed_replicate_and_configuration():
     assert (options["seed"], options["init_weights"], options["model"]) == (5, "/x/w.h5", "autoencoder")
 
 
+def test_replicate_seeds_replicates_only_some_seeds():
+    # A count: the first N seeds of the list; the others run once. Still seed-major.
+    spec = parse_spec(spec_with(replicates=2, replicate_seeds=1, seeds=[5, 3, 9]))
+    assert spec.replicate_seeds == [5]
+    assert [r.key for r in spec.planned_runs()] == [
+        "a/seed-0005-r1", "b/seed-0005-r1", "a/seed-0005-r2", "b/seed-0005-r2",
+        "a/seed-0003-r1", "b/seed-0003-r1",
+        "a/seed-0009-r1", "b/seed-0009-r1",
+    ]
+    # A list, in any order: kept in the order of `seeds`; with the 1-ulp baseline and one arm.
+    spec = parse_spec(spec_with(replicates=3, replicate_seeds=[9, 5], seeds=[5, 3, 9], ulp_baseline=True))
+    assert spec.replicate_seeds == [5, 9]
+    assert [r.key for r in spec.planned_runs([spec.configuration("a")])] == [
+        "a/seed-0005-r1", "a/seed-0005-r2", "a/seed-0005-r3", "a/seed-0005-ulp",
+        "a/seed-0003-r1", "a/seed-0003-ulp",
+        "a/seed-0009-r1", "a/seed-0009-r2", "a/seed-0009-r3", "a/seed-0009-ulp",
+    ]
+    assert spec.to_dict()["replicate_seeds"] == [5, 9]
+    assert [spec.replicates_of(s) for s in spec.seeds] == [3, 1, 3]
+    # Absent: every seed, as before.
+    spec = parse_spec(spec_with(replicates=2))
+    assert spec.replicate_seeds is None and spec.to_dict()["replicate_seeds"] is None
+    assert len(spec.planned_runs()) == 2 * 2 * 2
+    # Every seed named is the same plan as none named.
+    every = parse_spec(spec_with(replicates=2, replicate_seeds=2))
+    assert [r.key for r in every.planned_runs()] == [r.key for r in spec.planned_runs()]
+
+
 def test_chainer_arm_factors_are_configuration_settings():
     spec = parse_spec({
         "model": "prednet-chainer", "seeds": 1,
@@ -62,6 +90,17 @@ def test_chainer_arm_factors_are_configuration_settings():
         ({"seeds": [1, 1]}, "lists a seed twice"),
         ({"seeds": "many"}, "`seeds` must be a count"),
         ({"replicates": 0}, "`replicates` must be a whole number >= 1"),
+        ({"replicates": 2, "replicate_seeds": True}, "`replicate_seeds` must be a count"),
+        ({"replicates": 2, "replicate_seeds": -1}, "between 1 and the number of seeds (2), got -1"),
+        ({"replicates": 2, "replicate_seeds": 0}, "between 1 and the number of seeds (2), got 0"),
+        ({"replicates": 2, "replicate_seeds": 3}, "between 1 and the number of seeds (2), got 3"),
+        ({"replicates": 2, "replicate_seeds": []}, "`replicate_seeds` must be a count"),
+        ({"replicates": 2, "replicate_seeds": "0"}, "`replicate_seeds` must be a count"),
+        ({"replicates": 2, "replicate_seeds": 1.0}, "`replicate_seeds` must be a count"),
+        ({"replicates": 2, "replicate_seeds": [0, 7, 8]}, "names seeds 7, 8, not in `seeds` (0, 1)"),
+        ({"replicates": 2, "replicate_seeds": [0, 0]}, "`replicate_seeds` lists a seed twice"),
+        ({"replicates": 2, "replicate_seeds": [0, False]}, "must list seeds (whole numbers)"),
+        ({"replicate_seeds": [0]}, "but `replicates` is 1: set `replicates` >= 2"),
         ({"ulp_baseline": "yes"}, "`ulp_baseline` must be true or false"),
         ({"train": {"seed": 3}}, "[train] may not set seed"),
         ({"train": {"protocol": "quick", "epochs": 3}}, "unknown option epochs for model autoencoder"),
@@ -135,6 +174,106 @@ def test_dry_run_shows_the_plan(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_dry_run_shows_the_replicates_of_some_seeds(tmp_path):
+    path = tmp_path / "some.toml"
+    text = study_spec.ready_specs()["quick"].read_text()
+    assert "\nreplicates = 2\n" in text  # 3 seeds x (2 replicates + 1-ulp) x 3 configurations = 27
+    path.write_text(text.replace("\nreplicates = 2\n", "\nreplicates = 2\nreplicate_seeds = [1]\n"))
+    result = CliRunner().invoke(study_cli, ["run", str(path), "-o", str(tmp_path / "out"), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "3 seeds (1 of them x 2 replicates: 1; the others x 1) + 1-ulp baseline" in result.output
+    assert "= 21 runs; 0 done, 21 to run" in result.output  # (3 + 1 replicate + 3 ulp) x 3
+    assert not (tmp_path / "out").exists()
+
+
+def _recorded(spec, **changes):
+    """spec.to_dict() as study.json holds it (JSON), with `changes`; a None value removes the key."""
+    import json
+
+    record = json.loads(json.dumps(spec.to_dict()))
+    for key, value in changes.items():
+        if value is None:
+            record.pop(key, None)
+        else:
+            record[key] = value
+    return record
+
+
+def test_replicate_seeds_merge_across_invocations():
+    from prednet_keras.study import runner
+
+    def merged(recorded, current):
+        return runner._merge(recorded, current.to_dict())
+
+    some = parse_spec(spec_with(seeds=4, replicates=2, replicate_seeds=[0, 3]))
+    none = parse_spec(spec_with(seeds=4))
+    every = parse_spec(spec_with(seeds=4, replicates=2))
+    # Union of the replicated seeds, in the order of the merged seeds.
+    other = parse_spec(spec_with(seeds=4, replicates=3, replicate_seeds=[1]))
+    result = merged(_recorded(some), other)
+    assert (result["replicates"], result["replicate_seeds"]) == (3, [0, 1, 3])
+    # All seeds (absent, or a study.json from before the key) wins ...
+    assert merged(_recorded(some), every)["replicate_seeds"] is None
+    assert merged(_recorded(every, replicate_seeds=None), some)["replicate_seeds"] is None
+    # ... but only over the seeds it had: seeds added later with replicates of some seeds stay a list.
+    more = parse_spec(spec_with(seeds=6, replicates=2, replicate_seeds=[4]))
+    assert merged(_recorded(every, replicate_seeds=None), more)["replicate_seeds"] == [0, 1, 2, 3, 4]
+    # A spec with replicates = 1 replicated no seed: it neither adds seeds nor means "all".
+    result = merged(_recorded(none, replicate_seeds=None), some)
+    assert (result["replicates"], result["replicate_seeds"]) == (2, [0, 3])
+    result = merged(_recorded(some), none)
+    assert (result["replicates"], result["replicate_seeds"]) == (2, [0, 3])
+    # The union covering every seed is every seed.
+    rest = parse_spec(spec_with(seeds=4, replicates=2, replicate_seeds=[1, 2]))
+    assert merged(_recorded(some), rest)["replicate_seeds"] is None
+    # No replicates anywhere: nothing to restrict.
+    result = merged(_recorded(none, replicate_seeds=None), none)
+    assert (result["replicates"], result["replicate_seeds"]) == (1, None)
+
+
+def test_a_study_folder_from_before_replicate_seeds_resumes(tmp_path):
+    import json
+
+    from prednet_keras.study import runner
+
+    spec = parse_spec(spec_with(seeds=3))
+    record = {"format": runner.FORMAT, "format_version": 1, "created": "2026-01-01T00:00:00+0000",
+              "invocations": [], "spec": _recorded(spec, replicate_seeds=None)}
+    assert "replicate_seeds" not in record["spec"]
+    (tmp_path / runner.STUDY_RECORD).write_text(json.dumps(record))
+    later = parse_spec(spec_with(seeds=3, replicates=2, replicate_seeds=2))
+    runner._record_study(later, tmp_path, None, ["prednet-study", "run"])
+    saved = json.loads((tmp_path / runner.STUDY_RECORD).read_text())
+    assert len(saved["invocations"]) == 1
+    assert (saved["spec"]["replicates"], saved["spec"]["replicate_seeds"]) == (2, [0, 1])
+    finished, pending = runner.plan_status(later, tmp_path)
+    assert finished == [] and [r.name for r in pending[:6]] == [
+        "seed-0000-r1", "seed-0000-r1", "seed-0000-r2", "seed-0000-r2", "seed-0001-r1", "seed-0001-r1"]
+    assert len(pending) == (2 * 2 + 1) * 2
+
+
+COMMITTED_STUDIES = [("chainer-configurations.toml", "chainer-configurations"), ("autoencoder.toml", "autoencoder"),
+                     ("lotter-prednet.toml", "lotter-prednet"), ("retraction/spec.toml", "retraction")]
+
+
+@pytest.mark.parametrize("spec_name, folder", COMMITTED_STUDIES)
+def test_committed_study_folders_still_plan_every_seed_alike(spec_name, folder):
+    import json
+    from pathlib import Path
+
+    from prednet_keras.study import runner
+
+    root = Path(__file__).resolve().parents[2] / "docs" / "study"
+    spec = load_spec(root / spec_name)
+    recorded = json.loads((root / folder / runner.STUDY_RECORD).read_text())["spec"]
+    runner._check_compatible(recorded, spec, root / folder)  # the spec still resumes its folder
+    assert spec.replicate_seeds is None and recorded.get("replicate_seeds") is None
+    assert runner._merge(recorded, spec.to_dict())["replicate_seeds"] is None
+    assert len(spec.planned_runs()) == len(spec.seeds) * spec.replicates * len(spec.configurations)
+    finished, pending = runner.plan_status(spec, root / folder)
+    assert len(finished) + len(pending) == len(spec.planned_runs())
+
+
 def test_a_study_run_before_a_train_option_existed_resumes_with_that_options_old_value(tmp_path):
     import json
     from pathlib import Path
@@ -146,9 +285,13 @@ def test_a_study_run_before_a_train_option_existed_resumes_with_that_options_old
     assert spec.train["unroll"] is False
     # lotter-prednet/'s first runs were recorded before [train] had `unroll`; they trained the loop rolled.
     recorded = json.loads(json.dumps(spec.to_dict()))
-    del recorded["train"]["unroll"]
+    del recorded["train"]["unroll"], recorded["train"]["augment"]  # neither existed then
     runner._check_compatible(recorded, spec, tmp_path)
     changed = tmp_path / "changed.toml"
     changed.write_text(path.read_text().replace("unroll = false", "unroll = true"))
     with pytest.raises(SpecError, match=r"another \[train\] unroll"):
         runner._check_compatible(recorded, load_spec(changed), tmp_path)
+    augmented = tmp_path / "augmented.toml"
+    augmented.write_text(path.read_text().replace("unroll = false", "unroll = false\naugment = [\"flip\"]"))
+    with pytest.raises(SpecError, match=r"another \[train\] augment"):
+        runner._check_compatible(recorded, load_spec(augmented), tmp_path)

@@ -255,6 +255,30 @@ def test_determinism_audit():
     assert stats.determinism_audit(curve_only, True)["status"] == "deterministic"
 
 
+def test_determinism_audit_measures_the_metric_difference_of_repeats():
+    def run(seed, metric, checksum="w"):
+        return {"seed": seed, "weights_checksum": f"{checksum}{seed}", "curve_checksum": f"c{seed}", "metric": metric}
+
+    runs = [run(0, 0.5), run(0, 0.5 + 3e-6, "x"), run(0, 0.5 - 1e-6, "y"),  # against the first run, not each other
+            run(1, 0.2), run(1, 0.2),
+            run(2, 0.9)]  # no repeat
+    audit = stats.determinism_audit(runs, claims_determinism=False)
+    assert audit["status"] == "not deterministic" and (audit["identical"], audit["audited"]) == (1, 3)
+    assert audit["max_metric_difference"] == pytest.approx(3e-6)
+    assert audit["metric_repeats"] == 3
+    # A repeat without a metric (None, absent or not finite) is left out of it, not the audit.
+    runs += [run(2, None, "z"), {"seed": 1, "weights_checksum": "q", "curve_checksum": "c1"}, run(0, math.nan)]
+    audit = stats.determinism_audit(runs, claims_determinism=False)
+    assert audit["repeats"] == 6 and audit["metric_repeats"] == 3
+    assert audit["max_metric_difference"] == pytest.approx(3e-6)
+    # Identical repeats: 0; no repeats, or no metrics: None.
+    assert stats.determinism_audit([run(0, 0.1), run(0, 0.1)], True)["max_metric_difference"] == 0.0
+    alone = stats.determinism_audit([run(0, 0.1), run(1, 0.2)], True)
+    assert (alone["max_metric_difference"], alone["metric_repeats"]) == (None, 0)
+    unknown = stats.determinism_audit([run(0, None), run(0, 0.3)], True)
+    assert (unknown["max_metric_difference"], unknown["metric_repeats"]) == (None, 0)
+
+
 # ------------------------------------------------------------------ curves
 
 

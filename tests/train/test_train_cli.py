@@ -134,7 +134,7 @@ def test_augmented_run_records_it_and_trains_on_changed_sequences(trained_run, w
     result = train(TINY + ["--data", tiny_npz, "--augment", "flip", "--augment", "reverse", "--quiet", "-o", folder])
     assert result.returncode == 0, result.stderr
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["options"]["augment"] == ["flip", "reverse"]
+    assert manifest["options"]["augment"] == ["flip", "reverse"] == manifest["schedule"]["augment"]
     reference_manifest = json.loads((reference / "manifest.json").read_text())
     # Same start and order of sequences; the first batch's coins (seed 0) flip at least one of its sequences.
     assert manifest["initial_weights"]["checksum"] == reference_manifest["initial_weights"]["checksum"]
