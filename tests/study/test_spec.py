@@ -267,9 +267,10 @@ def test_committed_study_folders_still_plan_every_seed_alike(spec_name, folder):
     spec = load_spec(root / spec_name)
     recorded = json.loads((root / folder / runner.STUDY_RECORD).read_text())["spec"]
     runner._check_compatible(recorded, spec, root / folder)  # the spec still resumes its folder
-    assert spec.replicate_seeds is None and recorded.get("replicate_seeds") is None
-    assert runner._merge(recorded, spec.to_dict())["replicate_seeds"] is None
-    assert len(spec.planned_runs()) == len(spec.seeds) * spec.replicates * len(spec.configurations)
+    merged = runner._merge(recorded, spec.to_dict())
+    assert merged["replicate_seeds"] == spec.replicate_seeds  # the folder replicated no seed the spec does not
+    runs_per_seed = [spec.replicates_of(seed) for seed in spec.seeds]
+    assert len(spec.planned_runs()) == sum(runs_per_seed) * len(spec.configurations)
     finished, pending = runner.plan_status(spec, root / folder)
     assert len(finished) + len(pending) == len(spec.planned_runs())
 
