@@ -1023,6 +1023,17 @@ def render_markdown(report):
     return "\n".join(lines)
 
 
+def _determinism_cell(audit):
+    """The Configurations table's determinism column for one audit (stats.determinism_audit)."""
+    details = [f"{audit['identical']}/{audit['audited']} repeats identical"] if audit["audited"] else []
+    spread = audit.get("max_metric_difference")
+    if spread is not None and (spread > 0 or audit["status"] != "deterministic"):
+        # Repeats can end with other weights and still the same metric to every recorded digit.
+        details.append(f"metric differs by up to {_f(spread, 2)}" if spread > 0 else "the metric itself equal")
+    cell = audit["status"] + (f" ({'; '.join(details)})" if details else "")
+    return f"**DEFECT**: {cell}" if audit["status"] == "defect" else cell
+
+
 def _protocol_markdown(section, several):
     pid = section["id"]
     level = "###" if several else "##"
@@ -1054,14 +1065,7 @@ def _protocol_markdown(section, several):
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in section["configurations"]:
         s = c["summary"]
-        d = c["determinism"]
-        details = [f"{d['identical']}/{d['audited']} repeats identical"] if d["audited"] else []
-        spread = d.get("max_metric_difference")
-        if spread is not None and (spread > 0 or d["status"] != "deterministic"):
-            details.append(f"metric differs by up to {_f(spread, 2)}")
-        det = d["status"] + (f" ({'; '.join(details)})" if details else "")
-        if d["status"] == "defect":
-            det = f"**DEFECT**: {det}"
+        det = _determinism_cell(c["determinism"])
         name = f"{c['name']}: " if c.get("name") else ""
         lines.append(f"| {c['id']} | {name}{c['label']} | {', '.join(c['hosts'])} | {s['n']} | {c['runs']} | "
                      f"{_f(s['mean'])} | {_f(s['sd'])} | {_interval(s['ci'])} | {det} |")

@@ -326,3 +326,15 @@ def test_augmented_runs_are_another_protocol_and_unaugmented_ones_are_not():
     # A run that never started is identified by its options.
     assert protocol_identity({"options": {"epochs": 2, "augment": ["flip"]}}) != protocol_identity(
         {"options": {"epochs": 2}})
+
+
+def test_repeats_with_other_weights_but_the_same_metric_say_so():
+    from prednet_keras.study import stats
+    from prednet_keras.study.report import _determinism_cell
+
+    audit = stats.determinism_audit(
+        [{"seed": 0, "weights_checksum": "a", "curve_checksum": "x", "metric": 0.25},
+         {"seed": 0, "weights_checksum": "b", "curve_checksum": "y", "metric": 0.25}],
+        claims_determinism=False,
+    )
+    assert _determinism_cell(audit) == "not deterministic (0/1 repeats identical; the metric itself equal)"
