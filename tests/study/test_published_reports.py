@@ -1,0 +1,47 @@
+"""Issue 10's bar: every number in a published report is recomputed from the committed raw runs.
+
+Each committed report.json names its inputs and options; building the report again from those runs must
+give the same configurations, seeds, values, verdicts and statistics (the creation time aside).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from prednet_keras.runs import _json_safe
+from prednet_keras.study.report import ReportOptions, build_report
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLISHED = sorted(p.relative_to(ROOT) for p in (ROOT / "docs").glob("**/report/report.json"))
+
+
+def _comparable(report):
+    """The report's numbers and verdicts, without what depends on when or where it was made."""
+    out = {"runs_used": report["runs_used"], "warnings": report["warnings"], "protocols": []}
+    for section in report["protocols"]:
+        out["protocols"].append({
+            "metric": section["metric"],
+            "configurations": [
+                {k: c[k] for k in ("id", "name", "seeds", "values", "summary", "determinism")}
+                for c in section["configurations"]
+            ],
+            "comparisons": section["comparisons"],
+            "starting_points": section["starting_points"],
+        })
+    return json.loads(json.dumps(_json_safe(out)))  # as report.json holds it: NaN written as null
+
+
+def test_every_published_report_is_found():
+    names = {str(p.parent.parent) for p in PUBLISHED}
+    assert {"docs/study/retraction", "docs/study/chainer-configurations", "docs/study/lotter-prednet",
+            "docs/study/autoencoder", "docs/study/chainer-combined"} <= names
+
+
+@pytest.mark.parametrize("path", PUBLISHED, ids=str)
+def test_published_report_is_recomputed_from_the_committed_runs(path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # report.json records its inputs relative to the repository root
+    published = json.loads(path.read_text())
+    options = ReportOptions(**{**published["options"], "plots": False})
+    report, _ = build_report(published["inputs"], options)
+    assert _comparable(report) == _comparable(published)
