@@ -292,7 +292,7 @@ def _remove_unstarted(folder, created):
 
 
 def _train_config(options):
-    from prednet_keras.train import TrainConfig
+    from prednet_keras.train import AUGMENTATIONS, TrainConfig
 
     return TrainConfig(
         model=options["model"],
@@ -315,7 +315,8 @@ def _train_config(options):
         seed=options["seed"],
         init_weights=options["init_weights"],
         unroll=options["unroll"],
-        augment=options["augment"],
+        # The order the flags came in does not matter: augment_sequence applies them in one order.
+        augment=tuple(name for name in AUGMENTATIONS if name in options["augment"]),
     )
 
 

@@ -143,6 +143,12 @@ def test_augmented_run_records_it_and_trains_on_changed_sequences(trained_run, w
     assert ours[0]["loss"] != pytest.approx(theirs[0]["loss"], rel=1e-6)
     # Validation sequences are never augmented: they are the reference's, so only the weights differ.
     assert manifest["data"]["val"] == reference_manifest["data"]["val"]
+    # Resuming with the same augmentations, in another order, is the same run; with others it is refused.
+    same = _invoke(["--resume", "-o", folder, "--augment", "reverse", "--augment", "flip", "--quiet"])
+    assert same.exit_code == 0, same.output
+    assert _history(folder) == ours  # all epochs were done: nothing trained, nothing lost
+    other = _invoke(["--resume", "-o", folder, "--augment", "flip"])
+    assert other.exit_code != 0 and "--augment flip differs from this run's" in other.output, other.output
 
 
 def test_default_data_is_the_embedded_video_and_overwrite_replaces(tmp_path):
