@@ -164,10 +164,11 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
         if spec.replicate_seeds is None:
             replicates = f"{len(spec.seeds)} seeds x {spec.replicates} replicate(s)"
         else:
+            from prednet_keras.study.spec import seed_list
+
             chosen = spec.replicate_seeds
-            shown = ", ".join(map(str, chosen[:10])) + (", ..." if len(chosen) > 10 else "")
             replicates = (f"{len(spec.seeds)} seeds ({len(chosen)} of them x {spec.replicates} replicates: "
-                          f"{shown}; the others x 1)")
+                          f"{seed_list(chosen)}; the others x 1)")
         click.echo(f"Study {spec.name}: model {spec.model}, {replicates}"
                    f"{' + 1-ulp baseline' if spec.ulp_baseline else ''} x {len(configurations)} "
                    f"configuration(s) = {len(finished) + len(pending)} runs; {len(finished)} done, "

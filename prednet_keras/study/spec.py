@@ -47,7 +47,7 @@ import tomllib
 from pathlib import Path
 
 __all__ = ["ARM_FACTORS", "PlannedRun", "SpecError", "StudySpec", "load_spec", "parse_spec", "ready_specs",
-           "resolve_spec_path"]
+           "resolve_spec_path", "seed_list"]
 
 MODELS = ("prednet", "prednet-chainer", "autoencoder")
 # Training switches a configuration may set (per model): the study's own factors.
@@ -344,13 +344,14 @@ def _replicate_seeds(value, seeds, replicates):
         missing = [s for s in value if s not in seeds]
         if missing:
             raise SpecError(f"`replicate_seeds` names seed{'s' if len(missing) > 1 else ''} "
-                            f"{', '.join(map(str, missing))}, not in `seeds` ({_seed_list(seeds)}).")
+                            f"{', '.join(map(str, missing))}, not in `seeds` ({seed_list(seeds)}).")
         return [s for s in seeds if s in value]
     raise SpecError(f"`replicate_seeds` must be a count (the first N seeds) or a non-empty list of seeds, "
                     f"got {value!r}.")
 
 
-def _seed_list(seeds, limit=10):
+def seed_list(seeds, limit=10):
+    """Seeds for a message: the first `limit` of them, then "... (N seeds)" when there are more."""
     shown = ", ".join(map(str, seeds[:limit]))
     return shown + (f", ... ({len(seeds)} seeds)" if len(seeds) > limit else "")
 
