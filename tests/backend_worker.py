@@ -2,6 +2,9 @@
 
 Usage: python -m tests.backend_worker TASK FOLDER
   predict  - load FOLDER/model.keras, run it on FOLDER/frames.npy -> FOLDER/out_<backend>.npy
+  frames   - load FOLDER/model.keras (a training model), predict the frames of FOLDER/frames.npy
+             (over its own number of steps)
+             -> FOLDER/frames_<backend>.npy
   save     - build the small PredNet with FOLDER/weights.npz, save FOLDER/model_<backend>.keras
   train    - one SGD step of the training model from FOLDER/weights.npz on FOLDER/frames.npy
              -> FOLDER/trained_<backend>.npz (loss and every weight)
@@ -23,6 +26,11 @@ def main(task, folder):
         model = keras.saving.load_model(f"{folder}/model.keras")
         out = model.predict(np.load(f"{folder}/frames.npy"), verbose=0)
         np.save(f"{folder}/out_{backend}.npy", out)
+    elif task == "frames":
+        model = keras.saving.load_model(f"{folder}/model.keras")
+        frames = np.load(f"{folder}/frames.npy")
+        predictor = prednet_keras.build_prediction_model(model, nt=frames.shape[1])
+        np.save(f"{folder}/frames_{backend}.npy", predictor.predict(frames, verbose=0))
     elif task == "save":
         model = build_small_model("prediction")
         set_weights_from_npz(model, f"{folder}/weights.npz")

@@ -1,0 +1,68 @@
+"""The shipped model (weights/prednet-embedded/): it loads with keras.saving.load_model, beats the
+previous-frame baseline on the embedded held-out clip with the scores weights/README.md gives, and
+gives the same predictions in a fresh process on every installed backend (it was saved on JAX, on a GPU)."""
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+
+import keras
+import prednet_keras
+from prednet_keras import data as pdata
+
+from tests.test_backends import BACKENDS, ROOT, run_on
+
+RUN = os.path.join(ROOT, "weights", "prednet-embedded")
+MODEL = os.path.join(RUN, "model.keras")
+# Scored on the H200 with JAX when it was trained, and again here with TensorFlow (weights/README.md).
+MODEL_MSE, PREVIOUS_FRAME_MSE = 0.000792, 0.000830
+
+
+@pytest.fixture(scope="module")
+def held_out():
+    """The embedded test clip as the evaluation reads it: 12 non-overlapping 10-frame sequences."""
+    frames = pdata.load_frames(pdata.embedded_dataset("test"))
+    return pdata.SequenceGenerator(frames, 10, sequence_start_mode="unique", output_mode="prediction").create_all()
+
+
+@pytest.fixture(scope="module")
+def predictions(held_out):
+    model = keras.saving.load_model(MODEL)
+    return prednet_keras.build_prediction_model(model).predict(held_out, batch_size=4, verbose=0)
+
+
+def test_shipped_model_beats_the_previous_frame_on_the_held_out_clip(held_out, predictions):
+    assert held_out.shape == (12, 10, 128, 160, 3)
+    # The authors' metric, computed here directly: every step but the first, which has nothing to go on.
+    model_mse = float(np.mean((held_out[:, 1:] - predictions[:, 1:]) ** 2))
+    previous_mse = float(np.mean((held_out[:, 1:] - held_out[:, :-1]) ** 2))
+    assert previous_mse == pytest.approx(PREVIOUS_FRAME_MSE, abs=5e-7)
+    assert model_mse == pytest.approx(MODEL_MSE, abs=2e-6)
+    assert model_mse < 0.97 * previous_mse
+
+
+def test_shipped_run_folder_describes_the_model():
+    with open(os.path.join(RUN, "manifest.json")) as handle:
+        manifest = json.load(handle)
+    layer = prednet_keras.find_prednet(keras.saving.load_model(MODEL))
+    assert list(layer.stack_sizes) == manifest["options"]["stack_sizes"]
+    assert list(layer.R_stack_sizes) == manifest["options"]["r_stack_sizes"]
+    assert manifest["options"]["augment"] == ["flip"]
+    with open(os.path.join(ROOT, "weights", "README.md")) as handle:
+        readme = handle.read()
+    with open(MODEL, "rb") as handle:
+        digest = hashlib.sha256(handle.read()).hexdigest()
+    assert digest in readme, "weights/README.md must give the shipped model's sha256"
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != keras.backend.backend()])
+def test_shipped_model_predicts_the_same_in_a_fresh_process_on_another_backend(tmp_path, held_out, predictions, backend):
+    # Four steps keep the other backends' compilation short; predictions are causal, so the first four steps
+    # of the ten-step run here are what a four-step run gives.
+    np.save(tmp_path / "frames.npy", held_out[:1, :4])
+    os.symlink(MODEL, tmp_path / "model.keras")
+    run_on(backend, "frames", tmp_path)
+    np.testing.assert_allclose(np.load(tmp_path / f"frames_{backend}.npy"), predictions[:1, :4], atol=1e-4)
