@@ -11,7 +11,7 @@ import pytest
 
 import keras
 import prednet_keras
-from prednet_keras import data as pdata
+from prednet_keras.evaluate import load_sequences
 
 from tests.test_backends import BACKENDS, ROOT, run_on
 
@@ -23,14 +23,17 @@ MODEL_MSE, PREVIOUS_FRAME_MSE = 0.000792, 0.000830
 
 @pytest.fixture(scope="module")
 def held_out():
-    """The embedded test clip as the evaluation reads it: 12 non-overlapping 10-frame sequences."""
-    frames = pdata.load_frames(pdata.embedded_dataset("test"))
-    return pdata.SequenceGenerator(frames, 10, sequence_start_mode="unique", output_mode="prediction").create_all()
+    """The embedded test clip as prednet-eval reads it: 12 non-overlapping 10-frame sequences."""
+    return load_sequences(None, nt=10)[0]
 
 
 @pytest.fixture(scope="module")
-def predictions(held_out):
-    model = keras.saving.load_model(MODEL)
+def model():
+    return keras.saving.load_model(MODEL)
+
+
+@pytest.fixture(scope="module")
+def predictions(model, held_out):
     return prednet_keras.build_prediction_model(model).predict(held_out, batch_size=4, verbose=0)
 
 
@@ -44,10 +47,10 @@ def test_shipped_model_beats_the_previous_frame_on_the_held_out_clip(held_out, p
     assert model_mse < 0.97 * previous_mse
 
 
-def test_shipped_run_folder_describes_the_model():
+def test_shipped_run_folder_describes_the_model(model):
     with open(os.path.join(RUN, "manifest.json")) as handle:
         manifest = json.load(handle)
-    layer = prednet_keras.find_prednet(keras.saving.load_model(MODEL))
+    layer = prednet_keras.find_prednet(model)
     assert list(layer.stack_sizes) == manifest["options"]["stack_sizes"]
     assert list(layer.R_stack_sizes) == manifest["options"]["r_stack_sizes"]
     assert manifest["options"]["augment"] == ["flip"]
