@@ -72,7 +72,12 @@ class ModelRef:
 
     def default_output(self, suffix="eval"):
         """Where this model's results go unless told otherwise: `<run>/<suffix>`,
-        or `<stem>-<suffix>` beside a loose .keras file."""
+        `<stem>-<suffix>` beside a loose .keras file, or `./<name>-<suffix>` for a
+        shipped model (its folder is a read-only record inside the package)."""
+        from prednet_keras import pretrained
+
+        if self.run_folder is not None and pretrained.is_shipped(self.run_folder):
+            return Path.cwd() / f"{self.run_folder.name}-{suffix}"
         if self.run_folder is not None:
             return self.run_folder / suffix
         return self.path.parent / f"{self.path.stem}-{suffix}"
@@ -82,7 +87,8 @@ def resolve_models(arguments):
     """Turns command-line arguments into the models they name.
 
     Args:
-        arguments: paths, each a .keras file, a run folder, or a folder of run folders.
+        arguments: paths, each a .keras file, a run folder, or a folder of run
+            folders; or the name of a shipped model (prednet_keras.pretrained).
 
     Returns:
         A list of ModelRef, in argument order (runs of a folder sorted by name),
@@ -91,11 +97,16 @@ def resolve_models(arguments):
     Raises:
         EvalError: a path that is none of these, or a run without model.keras yet.
     """
+    from prednet_keras import pretrained
+
     found = []
     for argument in arguments:
         path = Path(argument)
+        if not path.exists() and pretrained.ALIASES.get(argument, argument) in pretrained.names():
+            path = pretrained.path(argument)
         if not path.exists():
-            raise EvalError(f"{argument}: no such file or folder.")
+            shipped = ", ".join(pretrained.names())
+            raise EvalError(f"{argument}: no such file or folder (nor a shipped model: {shipped}).")
         if path.is_file():
             if path.suffix != ".keras":
                 raise EvalError(f"{argument}: not a .keras model file, a run folder, or a folder of run folders.")

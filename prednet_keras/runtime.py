@@ -35,6 +35,7 @@ from dataclasses import dataclass
 __all__ = [
     "BACKENDS",
     "NOT_AVAILABLE",
+    "RECORDED_ENVIRONMENT",
     "RuntimeConfig",
     "RuntimeSetupError",
     "configure",
@@ -69,12 +70,29 @@ _MANAGED_XLA_FLAGS = (_XLA_DETERMINISTIC, _XLA_EIGEN_THREADS)
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _CUBLAS_DETERMINISTIC = ":4096:8"
 
-# Environment variables worth recording with a run (prefixes and exact names).
-_RELEVANT_PREFIXES = (
-    "KERAS_", "TF_", "XLA_", "JAX_", "CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_", "OMP_",
-    "MKL_", "OPENBLAS_", "KMP_", "GOMP_", "TORCH_", "PYTORCH_", "NCCL_", "PREDNET_",
+# The environment variables recorded with a run: those that change how a framework
+# computes or where it runs, by exact name. An allowlist, never a prefix: "TF_"
+# also matches Terraform's TF_TOKEN_* credentials, and run folders get shared.
+RECORDED_ENVIRONMENT = (
+    # backend and placement
+    "KERAS_BACKEND", "KERAS_TORCH_DEVICE", "JAX_PLATFORMS", "JAX_PLATFORM_NAME",
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES", PARENT_CVD_ENV,
+    # threads
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY",
+    "KMP_BLOCKTIME", "MKL_DYNAMIC",
+    # determinism and precision
+    "TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC", "CUBLAS_WORKSPACE_CONFIG", "PYTHONHASHSEED",
+    "NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "JAX_DEFAULT_MATMUL_PRECISION",
+    "JAX_ENABLE_X64", "TF_ENABLE_AUTO_MIXED_PRECISION",
+    # kernels, compilers and memory
+    "XLA_FLAGS", "TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS", "TF_CUDNN_USE_AUTOTUNE",
+    "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "PYTORCH_CUDA_ALLOC_CONF",
+    # which libraries load
+    "LD_PRELOAD", "LD_LIBRARY_PATH",
 )
-_RELEVANT_NAMES = ("PYTHONHASHSEED", "LD_LIBRARY_PATH", "LD_PRELOAD")
 
 _GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 _DEVICE_RE = re.compile(r"^(cpu|gpu|cuda)(?::(\d+))?$")
@@ -301,6 +319,9 @@ def environment_for(config, base_env=None):
     Raises:
         ValueError: "gpu:N" names a GPU the inherited CUDA_VISIBLE_DEVICES does not list.
     """
+    from prednet_keras._backend_choice import require_backend
+
+    require_backend(config.backend)
     base = dict(os.environ if base_env is None else base_env)
     env = dict(base)
     backend = config.backend
@@ -377,17 +398,13 @@ def environment_for(config, base_env=None):
 
 
 def relevant_environment(env=None):
-    """The environment variables that can change how a framework computes.
+    """The variables of RECORDED_ENVIRONMENT that are set: how a framework computes here.
 
     Args:
         env: mapping to filter; default os.environ.
     """
     env = os.environ if env is None else env
-    return {
-        key: env[key]
-        for key in sorted(env)
-        if key.startswith(_RELEVANT_PREFIXES) or key in _RELEVANT_NAMES
-    }
+    return {key: env[key] for key in sorted(RECORDED_ENVIRONMENT) if key in env}
 
 
 def run_child(config, args, **kwargs):
@@ -487,7 +504,8 @@ def _apply_tensorflow(config):
                 raise RuntimeSetupError(
                     f"Device {config.device} requested but TensorFlow sees no GPU "
                     f"(CUDA build: {cuda_build}; CUDA_VISIBLE_DEVICES="
-                    f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Refusing to run on the CPU instead."
+                    f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Refusing to run on the CPU instead. "
+                    + _NO_GPU_ADVICE["tensorflow"]
                 )
             for gpu in gpus:
                 tf.config.experimental.set_memory_growth(gpu, True)
@@ -541,7 +559,8 @@ def _apply_torch(config):
         raise RuntimeSetupError(
             f"Device {config.device} requested but torch sees no GPU (torch {torch.__version__}, "
             f"CUDA {torch.version.cuda}; CUDA_VISIBLE_DEVICES="
-            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Refusing to run on the CPU instead."
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Refusing to run on the CPU instead. "
+            + _NO_GPU_ADVICE["torch"]
         )
 
 
@@ -556,13 +575,32 @@ def _apply_jax(config):
     except Exception as error:  # no CUDA plugin or no GPU: RuntimeError or AssertionError
         raise RuntimeSetupError(
             f"JAX could not start the {os.environ.get('JAX_PLATFORMS')!r} platform for device "
-            f"{config.device}: {type(error).__name__}: {error}. Refusing to run elsewhere."
+            f"{config.device}: {type(error).__name__}: {error}. Refusing to run elsewhere. "
+            + (_NO_GPU_ADVICE["jax"] if config.device_kind == "gpu" else "")
         ) from None
     if config.device_kind == "gpu" and not any(d.platform in _GPU_PLATFORMS for d in devices):
         raise RuntimeSetupError(
-            f"Device {config.device} requested but JAX sees only {[str(d) for d in devices]}."
+            f"Device {config.device} requested but JAX sees only {[str(d) for d in devices]}. "
+            + _NO_GPU_ADVICE["jax"]
         )
 
+
+# What to do when a GPU was asked for and the backend sees none.
+_NO_GPU_ADVICE = {
+    "tensorflow": (
+        "To train on a GPU, install TensorFlow with CUDA (pip install 'tensorflow[and-cuda]' on Linux with an "
+        "NVIDIA driver) or use --backend jax / --backend torch with their CUDA builds; or drop --device gpu "
+        "to train on the CPU."
+    ),
+    "torch": (
+        "To train on a GPU, install a CUDA build of PyTorch (see pytorch.org for the pip command that matches "
+        "your driver) or use --backend jax; or drop --device gpu to train on the CPU."
+    ),
+    "jax": (
+        "To train on a GPU, install JAX with CUDA (pip install -U 'jax[cuda13]', or 'jax[cuda12]' for an older "
+        "driver) or use --backend torch; or drop --device gpu to train on the CPU."
+    ),
+}
 
 _APPLY = {"tensorflow": _apply_tensorflow, "jax": _apply_jax, "torch": _apply_torch}
 

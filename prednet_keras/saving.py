@@ -38,7 +38,9 @@ def save_model_atomically(model, path):
 
 def load_model(path, compile=True):
     """`keras.saving.load_model` with errors that name the file and the problem."""
-    import prednet_keras  # noqa: F401  (registers the custom layers)
+    from prednet_keras._framework_import import register_serializables
+
+    register_serializables()  # a .keras file names our layers; Keras must know them
 
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -52,4 +54,14 @@ def load_model(path, compile=True):
     except (zipfile.BadZipFile, KeyError, OSError, EOFError) as error:
         raise ModelFileError(f"{path} could not be read as a Keras model ({error}).") from None
     except (TypeError, ValueError) as error:
-        raise ModelFileError(f"{path} could not be loaded: {' '.join(str(error).split())[:500]}") from None
+        raise ModelFileError(f"{path} could not be loaded: {_cause(error)}") from None
+
+
+def _cause(error):
+    """The error's message on one line without the object configs Keras embeds in it (thousands of
+    characters of JSON that hide the cause); the cause itself, Keras' "Exception encountered", is kept whole."""
+    text = " ".join(str(error).split())
+    head, _, cause = text.partition(" Exception encountered: ")
+    head = head.split(" config={", 1)[0].split(" Full object config:", 1)[0].rstrip(" .")
+    cause = cause.split(" Full object config:", 1)[0].strip()
+    return f"{head}. Cause: {cause}" if cause else head

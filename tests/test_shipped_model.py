@@ -1,4 +1,5 @@
-"""The shipped model (weights/prednet-embedded/): it loads with keras.saving.load_model, beats the
+"""The shipped model (prednet_keras/pretrained/prednet-embedded/, documented in weights/README.md): it
+loads with keras.saving.load_model, beats the
 previous-frame baseline on the embedded held-out clip with the scores weights/README.md gives, and
 gives the same predictions in a fresh process on another backend (it was saved on JAX, on a GPU)."""
 
@@ -15,7 +16,7 @@ from prednet_keras.evaluate import load_sequences
 
 from tests.test_backends import BACKENDS, ROOT, run_on
 
-RUN = os.path.join(ROOT, "weights", "prednet-embedded")
+RUN = prednet_keras.pretrained.path("prednet-embedded")
 MODEL = os.path.join(RUN, "model.keras")
 # Scored on the H200 with JAX when it was trained, and again here with TensorFlow (weights/README.md).
 MODEL_MSE, PREVIOUS_FRAME_MSE = 0.000792, 0.000830
@@ -47,9 +48,20 @@ def test_shipped_model_beats_the_previous_frame_on_the_held_out_clip(held_out, p
     assert model_mse < 0.97 * previous_mse
 
 
+def test_public_api_loads_the_same_model(model):
+    loaded = prednet_keras.pretrained.load("embedded")
+    assert [w.shape for w in loaded.weights] == [w.shape for w in model.weights]
+    for ours, theirs in zip(loaded.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(ours, theirs)
+
+
 def test_shipped_run_folder_describes_the_model(model):
     with open(os.path.join(RUN, "manifest.json")) as handle:
         manifest = json.load(handle)
+    # The record of a completed run, as it was trained: no later resume attempt in it.
+    assert manifest["status"] == "complete" and "resumes" not in manifest and "error" not in manifest
+    assert manifest["options"]["epochs"] == manifest["result"]["epochs_completed"] == 80
+    assert [s["end_epoch"] for s in manifest["sessions"]] == [80]
     layer = prednet_keras.find_prednet(model)
     assert list(layer.stack_sizes) == manifest["options"]["stack_sizes"]
     assert list(layer.R_stack_sizes) == manifest["options"]["r_stack_sizes"]

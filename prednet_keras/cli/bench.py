@@ -5,7 +5,8 @@ import sys
 
 import click
 
-from prednet_keras.cli.common import BACKENDS, FrameSize, IntList, fail_on_user_errors
+from prednet_keras.cli.common import FrameSize, IntList, fail_on_user_errors
+from prednet_keras.cli.options import runtime_config, runtime_options
 
 
 class FrameSizeList(click.ParamType):
@@ -47,14 +48,7 @@ Examples:
 @click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True, help="Timed steps per phase.")
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed steps first (the first compiles).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the synthetic input frames.")
-@click.option("--backend", type=click.Choice(BACKENDS), help="Keras backend [default: KERAS_BACKEND, else tensorflow].")
-@click.option("--device", default="cpu", show_default=True, help="cpu, gpu or gpu:N. A GPU asked for and not visible is an error.")
-@click.option("--threads", type=click.IntRange(min=1), help="CPU threads [default: the framework's].")
-@click.option("--interop-threads", type=click.IntRange(min=1), help="TensorFlow inter-op / torch interop threads [default: = --threads].")
-@click.option("--deterministic/--no-deterministic", default=False, show_default=True, help="Deterministic kernels.")
-@click.option("--tf32/--no-tf32", default=None, help="TensorFloat-32 on Ampere+ GPUs [default: the framework's].")
-@click.option("--onednn/--no-onednn", default=None, help="oneDNN CPU kernels (TensorFlow, torch) [default: the framework's].")
-@click.option("--xla/--no-xla", default=None, help="XLA compilation (jit_compile) [default: as prednet-train: off for TensorFlow on CPU, Keras' choice elsewhere].")
+@runtime_options(interop_threads=True, cudnn=False)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write every figure, step time and the environment fingerprint to this JSON file.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG of frames/s against batch size and frame size.")
 @click.option("--profile", "profile_dir", type=click.Path(file_okay=False), help="After the timed steps, trace 5 more with the backend's profiler into this folder (one subfolder per configuration and phase) and show where their time went; the summary goes into --json. Not timed.")
@@ -143,25 +137,13 @@ def _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes
 def _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, xla):
     from prednet_keras import runtime
 
-    try:
-        config = runtime.RuntimeConfig(
-            backend=backend or _default_backend(), device=device, threads=threads,
-            interop_threads=interop_threads, deterministic=deterministic,
-            tf32=tf32, onednn=onednn, xla=xla, strict=True,
-        )
-    except ValueError as error:
-        raise click.UsageError(str(error)) from None
+    config = runtime_config(dict(backend=backend, device=device, threads=threads, interop_threads=interop_threads,
+                                 deterministic=deterministic, tf32=tf32, onednn=onednn, xla=xla))
     # Known-unsupported combinations fail here, before a process is started.
     problems = runtime.unsupported_settings(config)
     if problems:
         raise click.UsageError(runtime.unsupported_message(config, problems))
     return config
-
-
-def _default_backend():
-    import keras
-
-    return keras.backend.backend()
 
 
 def _summary(result):

@@ -5,8 +5,6 @@ import os
 
 import click
 
-BACKENDS = ("tensorflow", "jax", "torch")
-
 # Exceptions that describe a problem with the user's input, not a bug. Set
 # PREDNET_DEBUG=1 to see the traceback anyway.
 USER_ERRORS = (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)

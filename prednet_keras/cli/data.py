@@ -10,7 +10,6 @@ from prednet_keras.cli.common import fail_on_user_errors
 from prednet_keras.data import (
     DataError,
     describe,
-    embedded_clips,
     embedded_dataset,
     embedded_mnist_path,
     load_mnist,
@@ -181,13 +180,11 @@ def info_command(file, nt, as_json):
 @main.command("embedded")
 @fail_on_user_errors
 def embedded_command():
-    """List the embedded data files (real video splits, MNIST, extra raw clips)."""
+    """List the embedded data files (real video splits, MNIST) inside the installed package."""
     for split in SPLITS:
         info = describe(embedded_dataset(split))
         click.echo(f"{split:<5}  {info['path']}  {info['frames']} frames, {_count(len(info['source_runs']), 'source')}")
     click.echo(f"mnist  {embedded_mnist_path()}")
-    for path in embedded_clips():
-        click.echo(f"clip   {path}  {path.stat().st_size / 1e6:.1f} MB raw video (see `prednet-data prepare`)")
 
 
 @main.command("mnist")

@@ -13,6 +13,7 @@ import tempfile
 import click
 
 from prednet_keras import runtime
+from prednet_keras.cli.options import runtime_config, runtime_options
 
 # The settings shown side by side, in this order.
 _SETTINGS = (
@@ -26,12 +27,6 @@ _SETTINGS = (
     ("onednn", "onednn"),
     ("xla", "jit_compile"),
 )
-
-
-def _default_backend():
-    from prednet_keras import _backend_choice
-
-    return os.environ.get("KERAS_BACKEND") or _backend_choice.configured_backend() or "tensorflow"
 
 
 def probe(config, timeout=600):
@@ -161,21 +156,7 @@ def _print_report(result):
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--backend", type=click.Choice(runtime.BACKENDS), default=None,
-              help="Keras backend (default: KERAS_BACKEND, keras.json, else the first installed).")
-@click.option("--device", default="cpu", show_default=True, help="cpu, gpu or gpu:N.")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="CPU compute threads (TensorFlow intra-op, torch, JAX by CPU affinity).")
-@click.option("--interop-threads", type=click.IntRange(min=1), default=None,
-              help="TensorFlow inter-op / torch interop threads (default: same as --threads).")
-@click.option("--deterministic/--no-deterministic", default=False, show_default=True,
-              help="Deterministic kernels.")
-@click.option("--cudnn/--no-cudnn", default=True, show_default=True,
-              help="cuDNN on or off (off exists only on torch).")
-@click.option("--tf32/--no-tf32", default=None, help="TF32 on NVIDIA GPUs (default: the backend's).")
-@click.option("--onednn/--no-onednn", default=None,
-              help="oneDNN CPU kernels, TensorFlow and torch (default: the backend's).")
-@click.option("--xla/--no-xla", default=None, help="Keras jit_compile (default: Keras' choice).")
+@runtime_options(interop_threads=True)
 @click.option("--strict/--no-strict", default=True, show_default=True,
               help="Unsupported settings are errors (strict) or recorded as 'not available'.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
@@ -191,14 +172,9 @@ def main(backend, device, threads, interop_threads, deterministic, cudnn, tf32, 
     if child_result:
         _child(child_result)
         return
-    try:
-        config = runtime.RuntimeConfig(
-            backend=backend or _default_backend(), device=device, threads=threads,
-            interop_threads=interop_threads, deterministic=deterministic, cudnn=cudnn,
-            tf32=tf32, onednn=onednn, xla=xla, strict=strict,
-        )
-    except ValueError as error:
-        raise click.ClickException(str(error)) from None
+    config = runtime_config(dict(backend=backend, device=device, threads=threads, interop_threads=interop_threads,
+                                 deterministic=deterministic, cudnn=cudnn, tf32=tf32, onednn=onednn, xla=xla),
+                            strict=strict)
     # Known-unsupported settings fail here, without starting a framework.
     problems = runtime.unsupported_settings(config)
     if problems and config.strict:

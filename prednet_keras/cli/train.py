@@ -8,7 +8,8 @@ import time
 import click
 from click.core import ParameterSource
 
-from prednet_keras.cli.common import BACKENDS, FrameSize, IntList, fail_on_user_errors
+from prednet_keras.cli.common import FrameSize, IntList, fail_on_user_errors
+from prednet_keras.cli.options import runtime_config, runtime_options
 
 # Options --resume may change: the rest define the run and must stay as recorded.
 RESUME_MAY_CHANGE = {"epochs", "quiet", "output", "resume"}
@@ -42,12 +43,6 @@ class LayerLoss(click.ParamType):
         if not all(math.isfinite(w) and w >= 0 for w in weights):
             self.fail(f"{value!r}: layer weights must be finite and >= 0.", param, ctx)
         return weights
-
-
-def _default_backend():
-    import keras
-
-    return keras.backend.backend()
 
 
 @click.command(
@@ -91,14 +86,7 @@ Examples:
 @click.option("--unroll/--no-unroll", default=True, show_default=True, help="Unroll the time loop in the compiled training step: the same operations, which XLA then optimises across time steps (1.3x faster with JAX on an H200; no change with TensorFlow on a CPU).")
 @click.option("--augment", type=click.Choice(["flip", "reverse"]), multiple=True, help="Augment the training sequences (repeatable): flip mirrors a sequence left-right, reverse plays it backwards, each drawn with probability 1/2 per sequence from the seed [default: none, as the recipe].")
 @click.option("--init-weights", type=click.Path(dir_okay=False), help="Start from these initial weights (e.g. another run's initial_weights.h5) instead of the seed's.")
-@click.option("--backend", type=click.Choice(BACKENDS), help="Keras backend [default: KERAS_BACKEND, else tensorflow].")
-@click.option("--device", default="cpu", show_default=True, help="cpu, gpu or gpu:N. A GPU asked for and not visible is an error.")
-@click.option("--threads", type=click.IntRange(min=1), help="CPU threads [default: the framework's].")
-@click.option("--deterministic/--no-deterministic", default=False, show_default=True, help="Deterministic kernels (slower; same results run to run).")
-@click.option("--cudnn/--no-cudnn", default=True, show_default=True, help="Use cuDNN on GPUs.")
-@click.option("--tf32/--no-tf32", default=None, help="TensorFloat-32 matmuls on Ampere+ GPUs [default: the framework's].")
-@click.option("--onednn/--no-onednn", default=None, help="TensorFlow's oneDNN CPU kernels [default: TensorFlow's].")
-@click.option("--xla/--no-xla", default=None, help="XLA compilation (jit_compile) [default: off for TensorFlow on CPU, where it is slower; Keras' choice elsewhere].")
+@runtime_options()
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Run folder [default: weights/prednet-<date>-<time>].")
 @click.option("--resume", is_flag=True, help="Continue the run in --output from its last completed epoch (--epochs may be raised).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run folder at --output.")
@@ -321,22 +309,7 @@ def _train_config(options):
 
 
 def _runtime_config(options):
-    from prednet_keras import runtime
-
-    try:
-        return runtime.RuntimeConfig(
-            backend=options["backend"] or _default_backend(),
-            device=options["device"],
-            threads=options["threads"],
-            deterministic=options["deterministic"],
-            cudnn=options["cudnn"],
-            tf32=options["tf32"],
-            onednn=options["onednn"],
-            xla=options["xla"],
-            strict=True,
-        )
-    except (ValueError, TypeError, runtime.RuntimeSetupError) as error:
-        raise click.UsageError(str(error)) from None
+    return runtime_config(options)
 
 
 def _prepare_new(options):

@@ -8,8 +8,12 @@
     SequenceGenerator(data, nt, ...)     keras.utils.PyDataset of sequences
     load_mnist(path=None)                MNIST, embedded or from user files
     embedded_dataset(split)              the embedded real-video files
-    embedded_clips()                     the extra raw clips in data/clips/
+
+Only SequenceGenerator (a keras.utils.PyDataset) needs Keras; it loads on
+first use, so the rest of the data layer runs without a framework.
 """
+
+import importlib
 
 from prednet_keras.data.dataset import (
     FrameDataset,
@@ -18,12 +22,12 @@ from prednet_keras.data.dataset import (
     open_dataset,
     write_dataset,
 )
-from prednet_keras.data.embedded import data_dir, embedded_clips, embedded_dataset, embedded_mnist_path
+from prednet_keras.data.embedded import data_dir, embedded_dataset, embedded_mnist_path
 from prednet_keras.data.errors import DataError
 from prednet_keras.data.mnist import load_mnist, read_idx
 from prednet_keras.data.prepare import load_frames, prepare
 from prednet_keras.data.scenes import detect_scene_cuts
-from prednet_keras.data.sequences import SequenceGenerator, sequence_starts
+from prednet_keras.data.starts import sequence_starts
 from prednet_keras.data.sources import open_source, supported_formats
 from prednet_keras.data.transform import FrameTransform, parse_size, resize_crop_geometry
 
@@ -35,7 +39,6 @@ __all__ = [
     "data_dir",
     "describe",
     "detect_scene_cuts",
-    "embedded_clips",
     "embedded_dataset",
     "embedded_mnist_path",
     "is_dataset_file",
@@ -51,3 +54,11 @@ __all__ = [
     "supported_formats",
     "write_dataset",
 ]
+
+
+def __getattr__(name):
+    if name == "SequenceGenerator":
+        value = importlib.import_module("prednet_keras.data.sequences").SequenceGenerator
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,21 +1,15 @@
-"""The embedded real-video splits: what data/README.md says they are."""
+"""The embedded real-video splits and MNIST: what data/README.md says they are, found inside the package."""
 
-import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from prednet_keras.data import (
-    DataError,
-    SequenceGenerator,
-    data_dir,
-    embedded,
-    embedded_clips,
-    embedded_dataset,
-    open_dataset,
-    open_source,
-)
+import prednet_keras
+from prednet_keras.data import DataError, SequenceGenerator, embedded_dataset, open_dataset
 from prednet_keras.data.sources import sha256_of
+
+README = Path(__file__).resolve().parents[2] / "data" / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -59,31 +53,20 @@ def test_sequence_counts(splits):
     assert SequenceGenerator(splits["test"], nt=10, sequence_start_mode="unique").N_sequences == 12
 
 
-def test_missing_data_folder_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setenv(embedded.ENV_VAR, str(tmp_path))
-    with pytest.raises(DataError, match="video_train.h5: embedded file missing"):
-        embedded_dataset("train")
-    monkeypatch.setenv(embedded.ENV_VAR, str(tmp_path / "nowhere"))
-    with pytest.raises(DataError, match="does not exist"):
-        embedded_dataset("test")
+def test_files_live_in_the_package_and_are_the_documented_ones():
+    package = Path(prednet_keras.__file__).resolve().parent
+    readme = README.read_text()
+    for split in ("train", "val", "test"):
+        path = prednet_keras.datasets.embedded_video_path(split)
+        assert path.resolve().parent == package / "data" / "files"
+        assert sha256_of(path) in readme
     with pytest.raises(DataError, match="split 'dev'"):
         embedded_dataset("dev")
 
 
-def test_extra_clips_are_the_recorded_files_and_decode():
-    readme = (data_dir() / "README.md").read_text()
-    # (width, height) and the frame count the container declares, as data/README.md lists them.
-    expected = {"vtest.avi": ((768, 576), 795), "box.mp4": ((640, 480), 456), "cup.mp4": ((640, 480), 217)}
-    paths = embedded_clips()
-    assert [p.name for p in paths] == list(embedded.CLIPS) == list(expected)
-    for path in paths:
-        digest = sha256_of(path)
-        assert digest == embedded.CLIPS[path.name] and digest in readme
-        source = open_source(path)
-        (width, height), frames = expected[path.name]
-        assert source.kind == "video" and source.size == (height, width) and source.estimate() == frames
-        ((label, run),) = source.runs()
-        first = [frame for frame, _ in itertools.islice(run, 3)]
-        run.close()
-        assert len(first) == 3 and all(f.shape == (height, width, 3) and f.dtype == np.uint8 for f in first)
-        assert first[0].std() > 20  # a real picture, not a blank frame
+def test_public_api_gives_the_splits(splits):
+    video = prednet_keras.datasets.embedded_video("val")
+    np.testing.assert_array_equal(video.frames, splits["val"].frames)
+    (x_train, y_train), (x_test, y_test) = prednet_keras.datasets.load_mnist()
+    assert x_train.shape == (60000, 28, 28) and x_test.shape == (10000, 28, 28)
+    assert y_train[:5].tolist() == [5, 0, 4, 1, 9]

@@ -1,0 +1,180 @@
+"""Every console script as a user runs it: the installed entry point, in a fresh process, from a folder
+outside the checkout, with KERAS_BACKEND unset (the default backend decides).
+
+For each script: --help answers without importing a deep-learning framework, and one real invocation
+does its job with exit status 0 and no framework start-up chatter or traceback on stderr. The last test
+runs training, evaluation, a study and a benchmark with credentials in the environment and looks for
+them in every file the runs wrote.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from prednet_keras import _framework_import
+
+BIN = Path(sys.executable).parent
+SCRIPTS = ("prednet-import", "prednet-data", "prednet-env", "prednet-train", "prednet-eval", "prednet-study",
+           "prednet-bench")
+FRAMEWORKS = ("keras", "tensorflow", "jax", "torch")
+# A PredNet small enough that a training run takes seconds on 2 cores.
+TINY_TRAIN = ["--size", "32x32", "--stack-sizes", "3,4,8", "--nt", "4", "--batch-size", "2",
+              "--steps-per-epoch", "2", "--epochs", "1", "--val-sequences", "2", "--quiet"]
+SECRETS = {"TF_TOKEN_example": "secret-value-tf", "AWS_SECRET_ACCESS_KEY": "secret-value-aws",
+           "GITHUB_TOKEN": "secret-value-gh"}
+TINY_STUDY = """
+model = "autoencoder"
+seeds = 1
+
+[train]
+protocol = "quick"
+images = 8
+
+[configurations.cpu]
+device = "cpu"
+threads = 1
+"""
+
+
+def user_environment(**extra):
+    """os.environ as a user has it: no KERAS_BACKEND, no test-suite logging settings."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "PREDNET_VERBOSE", "PREDNET_DEBUG")}
+    env.update(extra)
+    return env
+
+
+def run_script(name, *args, cwd, env=None, timeout=600):
+    script = BIN / name
+    assert script.is_file(), f"{script}: console script not installed"
+    return subprocess.run([str(script), *map(str, args)], cwd=cwd, env=env or user_environment(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_clean(result):
+    """Exit status 0, and stderr free of tracebacks and framework start-up lines."""
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    chatter = [line for line in result.stderr.splitlines() if _framework_import.is_chatter(line)]
+    assert not chatter, chatter
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_help_answers_without_a_framework(name, tmp_path):
+    module = "prednet_keras.cli." + {"prednet-import": "imports"}.get(name, name.split("-", 1)[1])
+    probe = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: print('FRAMEWORKS', [m for m in {FRAMEWORKS!r} if m in sys.modules]))\n"
+        f"from {module} import main\n"
+        "main(['--help'])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=user_environment(),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "Usage:" in result.stdout and "FRAMEWORKS []" in result.stdout, result.stdout[-500:]
+    # The installed entry point itself answers too.
+    assert "Usage:" in run_script(name, "--help", cwd=tmp_path).stdout
+
+
+def test_import_of_the_package_leaves_every_framework_out():
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys, prednet_keras, prednet_keras.datasets, prednet_keras.pretrained, "
+         "prednet_keras.data; print([m for m in sys.modules if m.split('.')[0] in "
+         f"{FRAMEWORKS!r}])"],
+        env=user_environment(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_prednet_env_reports_the_default_backend(tmp_path):
+    from prednet_keras import _backend_choice
+
+    result = run_script("prednet-env", "--json", cwd=tmp_path)
+    assert_clean(result)
+    report = json.loads(result.stdout)
+    assert report["requested"]["backend"] == report["effective"]["backend"] == _backend_choice.default_backend()
+
+
+def test_prednet_data_describes_an_embedded_file(tmp_path):
+    from prednet_keras import datasets
+
+    result = run_script("prednet-data", "info", datasets.embedded_video_path("val"), "--nt", "10", cwd=tmp_path)
+    assert_clean(result)
+    assert "50" in result.stdout and "bikes.mp4#scene3" in result.stdout
+
+
+def test_prednet_import_converts_a_keras2_file(tmp_path):
+    from tests.layers.numpy_prednet import random_weights
+    from tests.legacy_files import write_model_json, write_weights_h5
+
+    stack, r_stack, filt = (3, 4), (3, 5), 3
+    write_model_json(tmp_path / "model.json", stack, r_stack, filt, 4, (8, 12))
+    write_weights_h5(tmp_path / "weights.hdf5", random_weights(stack, r_stack, filt, np.random.default_rng(0)), nt=4)
+    result = run_script("prednet-import", "model.json", "weights.hdf5", "-o", "imported.keras", cwd=tmp_path)
+    assert_clean(result)
+    assert (tmp_path / "imported.keras").is_file()
+
+
+def test_prednet_study_plans_a_spec(tmp_path):
+    (tmp_path / "tiny.toml").write_text(TINY_STUDY)
+    result = run_script("prednet-study", "run", "tiny.toml", "-o", "study", "--dry-run", cwd=tmp_path)
+    assert_clean(result)
+    assert "cpu" in result.stdout and not (tmp_path / "study").exists()
+
+
+def test_prednet_bench_measures_inference(tmp_path):
+    result = run_script("prednet-bench", "--mode", "infer", "--size", "32x32", "--stack-sizes", "3,4", "--nt", "2",
+                        "--batch-size", "1", "--steps", "2", "--warmup", "1", "--json", "bench.json", "-q",
+                        cwd=tmp_path)
+    assert_clean(result)
+    figures = json.loads((tmp_path / "bench.json").read_text())
+    assert "infer fps" in result.stdout and "frames/s" in result.stderr and figures
+
+
+def test_training_evaluation_study_and_bench_write_no_credentials(tmp_path):
+    env = user_environment(**SECRETS)
+    train = run_script("prednet-train", *TINY_TRAIN, "-o", "runs/tiny", cwd=tmp_path, env=env)
+    assert_clean(train)
+    manifest = json.loads((tmp_path / "runs" / "tiny" / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    evaluation = run_script("prednet-eval", "runs/tiny", cwd=tmp_path, env=env)
+    assert_clean(evaluation)
+    assert (tmp_path / "runs" / "tiny" / "eval" / "prediction_scores.json").is_file()
+    (tmp_path / "tiny.toml").write_text(TINY_STUDY)
+    study = run_script("prednet-study", "run", "tiny.toml", "-o", "study", "--quiet", cwd=tmp_path, env=env)
+    assert_clean(study)
+    bench = run_script("prednet-bench", "--mode", "infer", "--size", "32x32", "--stack-sizes", "3,4", "--nt", "2",
+                       "--batch-size", "1", "--steps", "1", "--warmup", "0", "--json", "bench.json", "-q",
+                       cwd=tmp_path, env=env)
+    assert_clean(bench)
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "tiny.toml"]
+    assert len(written) > 10
+    for path in written:
+        data = path.read_bytes()
+        for name, value in SECRETS.items():
+            assert value.encode() not in data and name.encode() not in data, f"{path} holds {name}"
+
+
+@pytest.mark.parametrize("first", [
+    "import prednet_keras, keras",            # the README's order
+    "import keras, prednet_keras",
+    "from prednet_keras import PredNet",      # Keras arrives in the middle of importing a layer module
+    "import prednet_keras.layers.chainer",
+    "import prednet_keras.bench",
+])
+def test_every_serializable_is_registered_whoever_imports_keras(first):
+    # JAX imports fastest; the registration does not depend on the backend.
+    probe = (f"{first}\nimport keras\n"
+             "print(sorted(k for k in keras.saving.get_custom_objects() if k.startswith('prednet_keras>')))\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                            env=user_environment(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"))
+    assert result.returncode == 0, result.stderr
+    registered = eval(result.stdout.strip().splitlines()[-1])
+    for name in ("PredNet", "PredNetCell", "keras2_hard_sigmoid", "WeightedError", "ChainerPredNet"):
+        assert f"prednet_keras>{name}" in registered
+    assert len(registered) == 14

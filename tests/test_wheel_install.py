@@ -1,0 +1,127 @@
+"""The package as users install it: a wheel built from the checkout, installed into a fresh virtual
+environment with pip (dependencies resolved as for any user), run from a folder outside the checkout
+with KERAS_BACKEND unset. It must find its embedded data and shipped model through the package, never
+through the source tree, and the README's quickstart must work there as written.
+"""
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WHEEL_LIMIT_BYTES = 60 * 1000 * 1000
+
+pytestmark = pytest.mark.slow
+
+
+def sh(command, **kwargs):
+    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+def source_copy(destination):
+    """The tracked files of the checkout (what a clone or an sdist holds), without build leftovers."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+        files = [name for name in listed.decode().split("\0") if name]
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: cannot tell the tracked files")
+    for name in files:
+        if (ROOT / name).is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, target)
+    return destination
+
+
+def readme_quickstart():
+    """The README's first set-up command, split at &&: the prednet-* commands after the install."""
+    text = (ROOT / "README.md").read_text()
+    line = next(line.strip() for line in text.splitlines() if "prednet-train" in line and "pip install" in line)
+    commands = [shlex.split(part) for part in line.split(" && ")]
+    return [c for c in commands if Path(c[0]).name.startswith("prednet-")]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(venv bin folder, wheel path, a working folder outside the checkout)."""
+    base = tmp_path_factory.mktemp("wheel")
+    source = source_copy(base / "source")
+    sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(source),
+        "-w", str(base / "dist")])
+    (wheel,) = (base / "dist").glob("prednet_keras-*.whl")
+    python = getattr(sys, "_base_executable", None) or sys.executable
+    sh([python, "-m", "venv", str(base / "venv")])
+    bin_dir = base / "venv" / "bin"
+    sh([str(bin_dir / "pip"), "install", "-q", "--disable-pip-version-check", f"{wheel}[tensorflow-cpu]"],
+       timeout=900)
+    work = base / "elsewhere"
+    work.mkdir()
+    return bin_dir, wheel, work
+
+
+def user_env(bin_dir):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("KERAS_BACKEND", "PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "VIRTUAL_ENV")}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def test_wheel_carries_data_and_model_and_stays_small(installed):
+    _, wheel, _ = installed
+    assert wheel.stat().st_size < WHEEL_LIMIT_BYTES
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in ("video_train.h5", "video_val.h5", "video_test.h5", "mnist.npz"):
+        assert f"prednet_keras/data/files/{name}" in names
+    for name in ("model.keras", "manifest.json", "history.csv"):
+        assert f"prednet_keras/pretrained/prednet-embedded/{name}" in names
+    assert "prednet_keras/study/specs/quick.toml" in names
+
+
+def test_readme_quickstart_runs_from_the_wheel(installed):
+    bin_dir, _, work = installed
+    env = user_env(bin_dir)
+    result = sh([str(bin_dir / "prednet-env")], cwd=work, env=env)
+    assert "Traceback" not in result.stderr and "tensorflow" in result.stdout
+    outputs = []
+    for command in readme_quickstart():
+        command = [str(bin_dir / Path(command[0]).name)] + command[1:]
+        outputs.append(sh(command, cwd=work, env=env, timeout=900))
+    assert (work / "runs" / "quickstart" / "model.keras").is_file()
+    assert (work / "runs" / "quickstart" / "eval" / "prediction_scores.json").is_file()
+    assert re.search(r"MSE [\d.]+ vs previous frame [\d.]+", outputs[-1].stdout), outputs[-1].stdout
+    # The shipped model, by name: results beside the user, not inside the installed package.
+    shipped = sh([str(bin_dir / "prednet-eval"), "prednet-embedded"], cwd=work, env=env, timeout=900)
+    assert "prednet-embedded: MSE 0.000792 vs previous frame 0.000830" in shipped.stdout, shipped.stdout
+    assert (work / "prednet-embedded-eval" / "prediction_scores.json").is_file()
+
+
+def test_public_api_from_the_installed_package(installed):
+    bin_dir, _, work = installed
+    probe = (
+        "import sys, prednet_keras\n"
+        "assert not [m for m in ('keras', 'tensorflow', 'jax', 'torch') if m in sys.modules]\n"
+        "from prednet_keras import datasets, pretrained\n"
+        "(x, y), (xt, yt) = datasets.load_mnist()\n"
+        "print('mnist', x.shape, xt.shape, y[:5].tolist())\n"
+        "print('video', datasets.embedded_video('test').frames.shape)\n"
+        "model = pretrained.load('prednet-embedded')\n"
+        "import keras\n"
+        "again = keras.saving.load_model(pretrained.path() / 'model.keras')\n"
+        "print('model', model.count_params(), again.count_params(), keras.backend.backend())\n"
+        "print('where', prednet_keras.__file__)\n"
+    )
+    result = sh([str(bin_dir / "python"), "-c", probe], cwd=work, env=user_env(bin_dir), timeout=300)
+    assert "mnist (60000, 28, 28) (10000, 28, 28) [5, 0, 4, 1, 9]" in result.stdout
+    assert "video (120, 128, 160, 3)" in result.stdout
+    assert "model 831971 831971 tensorflow" in result.stdout
+    where = result.stdout.split("where ", 1)[1].strip()
+    assert "site-packages" in where and not where.startswith(str(ROOT))
