@@ -24,6 +24,7 @@ import h5py
 import numpy as np
 
 from prednet_keras.data.errors import DataError
+from prednet_keras.data.guards import check_h5_storage, open_h5
 
 FORMAT = "prednet-keras-frames"
 FORMAT_VERSION = 1
@@ -194,6 +195,27 @@ def is_dataset_file(path):
         return False
 
 
+def check_stored_frames(handle, path):
+    """Refuses a dataset file whose frames or sources are declared but not stored.
+
+    Checked from metadata before anything is read: a damaged file that
+    claims millions of frames must not be read as millions of black ones.
+    """
+    frames, sources = handle["frames"], handle["sources"]
+    if len(frames.shape) != 4 or sources.shape != (frames.shape[0],):
+        raise DataError(
+            f"{path}: dataset 'frames' has shape {frames.shape} and 'sources' {sources.shape}; "
+            "need (N, H, W, C) frames and one source id per frame (damaged?)"
+        )
+    if frames.dtype != np.uint8:
+        raise DataError(
+            f"{path}: dataset '/frames' holds {frames.dtype}; a dataset file holds uint8 frames "
+            "(prednet-data prepare converts other arrays, checking their values)"
+        )
+    check_h5_storage(frames, path)
+    check_h5_storage(sources, path)
+
+
 def open_dataset(path, in_memory=None, memory_limit=DEFAULT_MEMORY_LIMIT):
     """Opens a dataset file written by prepare().
 
@@ -208,15 +230,13 @@ def open_dataset(path, in_memory=None, memory_limit=DEFAULT_MEMORY_LIMIT):
         A FrameDataset. Close it (or use it in a `with`) when it streams.
 
     Raises:
-        DataError: missing file, not HDF5, or not this project's format.
+        DataError: missing file, not HDF5, not this project's format, or
+            frames declared but not stored (see check_stored_frames).
     """
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file")
-    try:
-        handle = h5py.File(path, "r")
-    except OSError as exc:
-        raise DataError(f"{path}: not a readable HDF5 file ({exc})") from None
+    handle = open_h5(path)
     try:
         if handle.attrs.get("format") != FORMAT:
             raise DataError(
@@ -233,6 +253,7 @@ def open_dataset(path, in_memory=None, memory_limit=DEFAULT_MEMORY_LIMIT):
         if "frames" not in handle or "sources" not in handle:
             raise DataError(f"{path}: dataset file without 'frames' or 'sources' (damaged?)")
         frames = handle["frames"]
+        check_stored_frames(handle, path)
         sources = _decode_strings(handle["sources"][()])
         try:
             provenance = json.loads(handle.attrs.get("provenance", "{}"))
