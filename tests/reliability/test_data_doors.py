@@ -6,6 +6,7 @@ no file changed and none was added (see faults.refused). The rows of the
 fault table in docs/reliability.md are these tests.
 """
 
+import gzip
 import time
 import tracemalloc
 import zlib
@@ -14,10 +15,12 @@ import h5py
 import numpy as np
 import pytest
 
-from prednet_keras.data import DataError, load_frames, open_source, prepare
+from prednet_keras.data import DataError, load_frames, load_mnist, open_source, prepare
 from tests.data.data_builders import numbered_frames, panning_scenes, write_hickle_v2, write_pngs, write_video
 from tests.reliability.faults import (
     float_frames,
+    idx_file,
+    idx_header,
     npy_header,
     png_claiming,
     prepare_refused,
@@ -72,6 +75,28 @@ def test_float_frames_outside_0_1(tmp_path):
     np.savez(tmp_path / "clip.npz", frames=float_frames() * 255)
     message = prepare_refused(tmp_path, tmp_path / "clip.npz")
     assert "clip.npz: array 'frames', frame 0: float values outside [0, 1] (min 0, max" in message
+
+
+def test_nan_image_in_mnist_npz(tmp_path):
+    images = np.zeros((5, 28, 28), np.float32)
+    images[3, 14, 14] = np.nan
+    labels = np.arange(5, dtype=np.uint8)
+    np.savez(tmp_path / "mnist.npz", x_train=images, y_train=labels, x_test=images[:2], y_test=labels[:2])
+    message = refused(tmp_path, ["mnist", tmp_path / "mnist.npz"])
+    assert "mnist.npz: array 'x_train', image 3: 1 NaN value" in message
+
+
+def test_nan_image_in_mnist_idx(tmp_path):
+    images = np.zeros((4, 28, 28), ">f4")
+    images[2, 0, 5] = np.nan
+    labels = np.arange(4, dtype=np.uint8)
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    for name, array in (("train-images-idx3-ubyte", images), ("train-labels-idx1-ubyte", labels),
+                        ("t10k-images-idx3-ubyte", images[:1]), ("t10k-labels-idx1-ubyte", labels[:1])):
+        (folder / name).write_bytes(idx_file(array))
+    message = refused(tmp_path, ["mnist", folder])
+    assert "train-images-idx3-ubyte, image 2: 1 NaN value" in message
 
 
 # Truncated inputs and headers that claim more than the file holds: refused
@@ -169,6 +194,27 @@ def test_truncated_npz(tmp_path):
     assert "cut.npz: truncated or damaged .npz (zip) file" in message
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gz"])
+def test_idx_header_claiming_ten_million_images(tmp_path, packed):
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    files = {
+        "train-images-idx3-ubyte": idx_header((10_000_000, 28, 28)) + bytes(100),
+        "train-labels-idx1-ubyte": idx_file(np.zeros(1, np.uint8)),
+        "t10k-images-idx3-ubyte": idx_file(np.zeros((1, 28, 28), np.uint8)),
+        "t10k-labels-idx1-ubyte": idx_file(np.zeros(1, np.uint8)),
+    }
+    for name, data in files.items():
+        (folder / (name + (".gz" if packed else ""))).write_bytes(gzip.compress(data) if packed else data)
+    message = refused(tmp_path, ["mnist", folder])
+    if packed:
+        # 7.3 GiB is over the in-memory limit; the check is made before unpacking.
+        assert "train-images-idx3-ubyte.gz: IDX data: unpacks to 7.3 GiB, more than the 4.0 GiB allowed" in message
+    else:
+        assert "train-images-idx3-ubyte: IDX header says (10000000, 28, 28) (7840000000 bytes of data) but the " \
+               "file holds 100 bytes" in message
+
+
 # Zip bombs: refused from the zip directory, before anything is unpacked.
 
 
@@ -194,6 +240,28 @@ def test_npz_bomb_over_the_ratio_limit(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 8 << 20  # nothing was unpacked
+
+
+def test_mnist_npz_bomb(tmp_path, monkeypatch):
+    labels = np.zeros(20000, np.uint8)
+    others = {"y_train": labels, "x_test": np.zeros((1, 28, 28), np.uint8), "y_test": labels[:1]}
+    write_npz_member(tmp_path / "mnist.npz", "x_train", npy_header((20000, 28, 28)), zeros=20000 * 28 * 28,
+                     others=others)
+    monkeypatch.setenv("PREDNET_MAX_UNPACKED", "1M")
+    with pytest.raises(DataError, match=r"mnist\.npz: array 'x_train': unpacks to 15\.0 MiB, more than"):
+        load_mnist(tmp_path / "mnist.npz")
+
+
+def test_gzipped_idx_bomb(tmp_path):
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                 "t10k-labels-idx1-ubyte"):
+        images = "images" in name
+        array = np.zeros((20000, 28, 28) if images else 20000, np.uint8)
+        (folder / (name + ".gz")).write_bytes(gzip.compress(idx_file(array), 9))
+    message = refused(tmp_path, ["mnist", folder], env={"PREDNET_MAX_UNPACKED": "1M"})
+    assert "train-images-idx3-ubyte.gz: IDX data: unpacks to 15.0 MiB, more than the 1.0 MiB allowed" in message
 
 
 def test_compressed_h5_bomb(tmp_path):
