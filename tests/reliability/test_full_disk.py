@@ -46,6 +46,7 @@ def _prednet_data(*args):
         # Uncompressed with a known frame count: refused at the first frame.
         ("none", r"about 664\.0 KiB needed"),
     ],
+    ids=["lzf", "none"],
 )
 def test_file_size_limit_during_prepare(tmp_path, compression, needed):
     np.save(tmp_path / "clip.npy", FRAMES)
