@@ -17,13 +17,24 @@ than memory (KITTI's training set is ~2.5 GB of uint8) never needs a float copy.
 """
 
 import json
-import os
+import math
 from pathlib import Path
 
 import h5py
 import numpy as np
 
+# check_output, commit and temp_path_for are used from here by scripts too.
+from prednet_keras.data.atomic import (
+    GuardedFile,
+    check_output,
+    commit,
+    room_for,
+    space_error,
+    sweep_stale_temps,
+    temp_path_for,
+)
 from prednet_keras.data.errors import DataError
+from prednet_keras.data.guards import check_h5_storage, open_h5
 
 FORMAT = "prednet-keras-frames"
 FORMAT_VERSION = 1
@@ -194,6 +205,27 @@ def is_dataset_file(path):
         return False
 
 
+def check_stored_frames(handle, path):
+    """Refuses a dataset file whose frames or sources are declared but not stored.
+
+    Checked from metadata before anything is read: a damaged file that
+    claims millions of frames must not be read as millions of black ones.
+    """
+    frames, sources = handle["frames"], handle["sources"]
+    if len(frames.shape) != 4 or sources.shape != (frames.shape[0],):
+        raise DataError(
+            f"{path}: dataset 'frames' has shape {frames.shape} and 'sources' {sources.shape}; "
+            "need (N, H, W, C) frames and one source id per frame (damaged?)"
+        )
+    if frames.dtype != np.uint8:
+        raise DataError(
+            f"{path}: dataset '/frames' holds {frames.dtype}; a dataset file holds uint8 frames "
+            "(prednet-data prepare converts other arrays, checking their values)"
+        )
+    check_h5_storage(frames, path)
+    check_h5_storage(sources, path)
+
+
 def open_dataset(path, in_memory=None, memory_limit=DEFAULT_MEMORY_LIMIT):
     """Opens a dataset file written by prepare().
 
@@ -208,15 +240,13 @@ def open_dataset(path, in_memory=None, memory_limit=DEFAULT_MEMORY_LIMIT):
         A FrameDataset. Close it (or use it in a `with`) when it streams.
 
     Raises:
-        DataError: missing file, not HDF5, or not this project's format.
+        DataError: missing file, not HDF5, not this project's format, or
+            frames declared but not stored (see check_stored_frames).
     """
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file")
-    try:
-        handle = h5py.File(path, "r")
-    except OSError as exc:
-        raise DataError(f"{path}: not a readable HDF5 file ({exc})") from None
+    handle = open_h5(path)
     try:
         if handle.attrs.get("format") != FORMAT:
             raise DataError(
@@ -233,6 +263,7 @@ def open_dataset(path, in_memory=None, memory_limit=DEFAULT_MEMORY_LIMIT):
         if "frames" not in handle or "sources" not in handle:
             raise DataError(f"{path}: dataset file without 'frames' or 'sources' (damaged?)")
         frames = handle["frames"]
+        check_stored_frames(handle, path)
         sources = _decode_strings(handle["sources"][()])
         try:
             provenance = json.loads(handle.attrs.get("provenance", "{}"))
@@ -261,79 +292,66 @@ def _compression_kwargs(compression):
     raise DataError(f"compression {compression!r} is not one of {', '.join(COMPRESSIONS)}")
 
 
-def temp_path_for(output):
-    """The temporary file an output is written to before it is moved into place."""
-    output = Path(output)
-    return output.with_name(f".{output.name}.{os.getpid()}.tmp")
-
-
-def check_output(output, overwrite):
-    """Fails early, before any work, when `output` cannot be written.
-
-    Args:
-        output: the destination path.
-        overwrite: whether an existing file may be replaced.
-    """
-    output = Path(output)
-    if output.exists() and not overwrite:
-        raise DataError(f"{output}: already exists; not overwritten (pass overwrite=True / --overwrite)")
-    if output.is_dir():
-        raise DataError(f"{output}: is a folder, not a file name")
-    if not output.parent.is_dir():
-        raise DataError(f"{output.parent}: output folder does not exist")
-
-
-def commit(temp, output, overwrite):
-    """Moves a finished temp file into place atomically.
-
-    Without overwrite, a hard link makes "create only if absent" atomic, so a
-    file that appeared while we worked is still not replaced.
-    """
-    temp, output = Path(temp), Path(output)
-    if overwrite:
-        os.replace(temp, output)
-        return
-    try:
-        os.link(temp, output)
-    except FileExistsError:
-        temp.unlink()
-        raise DataError(f"{output}: already exists; not overwritten") from None
-    except OSError:
-        # No hard links on this file system: the check and the move are two steps.
-        if output.exists():
-            temp.unlink()
-            raise DataError(f"{output}: already exists; not overwritten") from None
-        os.replace(temp, output)
-    else:
-        temp.unlink()
-
-
 class DatasetWriter:
     """Writes a dataset file frame by frame, then moves it into place.
 
     Use as a context manager: on an exception the temp file is removed and
-    nothing at `output` is touched.
+    nothing at `output` is touched. Temp files of earlier writers that died
+    are removed on entry (see atomic.py). A full disk ends the write with
+    one DataError that says how much space the output needs.
 
     Args:
         output: the destination path.
         overwrite: replace an existing file.
         compression: "none" (default), "gzip" or "lzf".
+        expected_frames: how many frames will come, if known: an
+            uncompressed output that cannot fit is refused at the first frame.
     """
 
-    def __init__(self, output, overwrite=False, compression="none"):
+    def __init__(self, output, overwrite=False, compression="none", expected_frames=None):
         self.output = Path(output)
         self.overwrite = overwrite
         self._compression = _compression_kwargs(compression)
         self.compression = compression or "none"
+        self.expected_frames = expected_frames
         check_output(self.output, overwrite)
         self.temp = temp_path_for(self.output)
+        self._file = None
         self._handle = None
         self._frames = None
+        self._frame_bytes = 0
         self._count = 0
+        self._finished = False
 
     def __enter__(self):
-        self._handle = h5py.File(self.temp, "w")
+        sweep_stale_temps(self.output)
+        self._file = GuardedFile(self.temp)
+        try:
+            self._handle = h5py.File(self._file, "w")
+        except BaseException:
+            self._file.close()
+            self.temp.unlink(missing_ok=True)
+            raise
         return self
+
+    def _needed(self):
+        """(estimated bytes of the whole output, whether that is only a lower bound)."""
+        expected = max(self.expected_frames or 0, self._count)
+        if self.expected_frames and not self._compression:
+            return expected * self._frame_bytes + (1 << 16), False
+        written = self._file.extent if self._file is not None else 0
+        if self.expected_frames and self._count:
+            # Compressed: scale what the frames so far took.
+            return written * expected // self._count, False
+        return written, True
+
+    def _space_error(self, error):
+        needed, at_least = self._needed()
+        return space_error(error, self.output, needed, at_least)
+
+    def _check_written(self):
+        if self._file.error is not None:
+            raise self._space_error(self._file.error)
 
     def append(self, frame, where=None):
         """Adds one (H, W, C) uint8 frame.
@@ -351,6 +369,13 @@ class DatasetWriter:
                 chunks=(1,) + frame.shape,
                 **self._compression,
             )
+            self._frame_bytes = math.prod(frame.shape)
+            needed, at_least = self._needed()
+            if not at_least:
+                # Refuse now rather than after filling the disk.
+                shortage = room_for(self.temp, needed)
+                if shortage is not None:
+                    raise self._space_error(shortage)
         if frame.shape != self._frames.shape[1:]:
             raise DataError(
                 f"{where or f'frame {self._count}'}: frame is "
@@ -362,6 +387,7 @@ class DatasetWriter:
             self._frames.resize(self._count + 256, axis=0)
         self._frames[self._count] = frame
         self._count += 1
+        self._check_written()
 
     def finish(self, sources, provenance):
         """Writes the sources and provenance; the file moves into place on exit."""
@@ -375,14 +401,30 @@ class DatasetWriter:
         self._handle.attrs["format"] = FORMAT
         self._handle.attrs["format_version"] = FORMAT_VERSION
         self._handle.attrs["provenance"] = json.dumps(provenance, sort_keys=True)
+        self._check_written()
         self._finished = True
 
     def __exit__(self, exc_type, exc, tb):
-        self._handle.close()
-        if exc_type is not None or not getattr(self, "_finished", False):
-            self.temp.unlink(missing_ok=True)
-            return False
-        commit(self.temp, self.output, self.overwrite)
+        keep = False
+        try:
+            try:
+                self._handle.close()
+            except Exception:
+                # After a failed write the library may still complain on
+                # close; the write error is what gets reported.
+                if self._file.error is None:
+                    raise
+            if exc_type is None and self._finished:
+                self._file.sync()
+                keep = self._file.error is None
+        finally:
+            self._file.close()
+            if not keep:
+                self.temp.unlink(missing_ok=True)
+        if exc_type is None and self._file.error is not None:
+            raise self._space_error(self._file.error)
+        if keep:
+            commit(self.temp, self.output, self.overwrite)
         return False
 
 
@@ -399,7 +441,7 @@ def write_dataset(output, dataset, overwrite=False, compression="none", provenan
     Returns:
         The output path.
     """
-    with DatasetWriter(output, overwrite, compression) as writer:
+    with DatasetWriter(output, overwrite, compression, expected_frames=len(dataset)) as writer:
         for i in range(len(dataset)):
             writer.append(np.asarray(dataset.frames[i]))
         writer.finish(dataset.sources, dataset.provenance if provenance is None else provenance)

@@ -276,6 +276,11 @@ def prepare(
     The file is written to a temporary name beside `output` and moved into
     place only when complete; an existing `output` is never replaced unless
     `overwrite`. Nothing is read before the output is known to be writable.
+    Inputs are checked as they are opened (see guards.py and pixels.py): a
+    file that declares more than it holds, would unpack beyond the limits,
+    or holds NaN, inf or out-of-range values is refused, naming the file,
+    the place and the rule, and nothing is left behind. So is a full disk
+    (see atomic.py).
 
     Args:
         sources: one path or a list of paths (see load_frames).
@@ -306,8 +311,9 @@ def prepare(
     opened = _open_all(sources, root)
     inputs = [item.describe(hash_files=hash_inputs) for item in opened]
     tracker = SceneTracker(cut_threshold, cut_ratio, DEFAULT_WINDOW)
+    total = _total(opened)
     try:
-        with DatasetWriter(output, overwrite, compression) as writer, _Bar(progress, _total(opened)) as bar:
+        with DatasetWriter(output, overwrite, compression, total) as writer, _Bar(progress, total) as bar:
             ids, cuts = _stream(opened, transform, scene_mode, tracker, writer.append, bar)
             record = {
                 "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),

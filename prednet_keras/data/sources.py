@@ -30,6 +30,8 @@ from PIL import Image, UnidentifiedImageError
 
 from prednet_keras.data.dataset import FrameDataset, is_dataset_file, open_dataset
 from prednet_keras.data.errors import DataError
+from prednet_keras.data.guards import ZIP_ERRORS, check_h5_storage, check_npy_file, check_npz_arrays, open_h5
+from prednet_keras.data.pixels import to_uint8
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".gif", ".webp", ".ppm", ".pgm")
 VIDEO_EXTENSIONS = (
@@ -88,6 +90,8 @@ def read_image(path):
                 raise DataError(f"{path}: floating-point image (mode F); save frames as 8-bit images")
             else:
                 array = np.asarray(image.convert("RGB"))
+    except Image.DecompressionBombError as exc:
+        raise DataError(f"{path}: refused before decoding: {exc} (PIL's limit, Image.MAX_IMAGE_PIXELS)") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         if isinstance(exc, DataError):
             raise
@@ -95,28 +99,6 @@ def read_image(path):
     if array.ndim == 2:
         array = array[..., np.newaxis]
     return array
-
-
-def as_uint8(frame, where):
-    """Brings array frames to uint8; floats are taken to be in [0, 1] (PredNet's scale)."""
-    frame = np.asarray(frame)
-    if frame.dtype == np.uint8:
-        return frame
-    if frame.dtype == bool:
-        return frame.astype(np.uint8) * 255
-    if np.issubdtype(frame.dtype, np.floating):
-        low, high = float(frame.min(initial=0.0)), float(frame.max(initial=0.0))
-        if low < 0.0 or high > 1.0:
-            raise DataError(
-                f"{where}: float frames outside [0, 1] (min {low:g}, max {high:g}); "
-                "give uint8 frames (0-255) or floats in [0, 1]"
-            )
-        return np.rint(frame * 255.0).astype(np.uint8)
-    if np.issubdtype(frame.dtype, np.integer):
-        if frame.size and (frame.min() < 0 or frame.max() > 255):
-            raise DataError(f"{where}: {frame.dtype} frames with values outside 0-255; give uint8 frames")
-        return frame.astype(np.uint8)
-    raise DataError(f"{where}: frames of dtype {frame.dtype}; give uint8 frames")
 
 
 def _frames_shape_check(shape, where):
@@ -318,6 +300,23 @@ def _video_decoder():
         raise DataError("decoding video needs PyAV (pip install av) or OpenCV (pip install opencv-python-headless)") from None
 
 
+def _stream_seconds(container, stream):
+    """The video stream's duration in seconds as the file declares it, or None.
+
+    Matroska keeps it in the stream's DURATION tag; the container's own
+    duration is used only when the video is the only stream (an audio track
+    may run longer).
+    """
+    if stream.duration and stream.time_base:
+        return float(stream.duration * stream.time_base)
+    tag = re.fullmatch(r"(\d+):(\d+):(\d+(?:\.\d+)?)", (stream.metadata or {}).get("DURATION", "").strip())
+    if tag:
+        return int(tag.group(1)) * 3600 + int(tag.group(2)) * 60 + float(tag.group(3))
+    if container.duration and len(container.streams) == 1:
+        return container.duration / 1e6  # AV_TIME_BASE units
+    return None
+
+
 class Video(Source):
     """A video file, decoded with PyAV (FFmpeg bundled in its wheel), or OpenCV where PyAV is missing."""
 
@@ -334,8 +333,15 @@ class Video(Source):
                 self._frames = int(stream.frames or 0)
                 rate = stream.average_rate
                 self.fps = float(rate) if rate else None
-                if not self._frames and stream.duration and stream.time_base and rate:
-                    self._frames = int(round(float(stream.duration * stream.time_base) * float(rate)))
+                seconds = _stream_seconds(container, stream)
+                by_duration = int(round(seconds * self.fps)) if seconds and self.fps else 0
+                if not self._frames:
+                    self._frames = by_duration
+                # Either count can be off (a container's frame count field is
+                # sometimes wrong; durations round), so a video is called
+                # truncated only when it falls short of both.
+                counts = [c for c in (int(stream.frames or 0), by_duration) if c > 0]
+                self.declared = min(counts) if counts else None
         else:
             cv2 = self._module
             capture = self._open_opencv()
@@ -345,6 +351,7 @@ class Video(Source):
                 self.size = (int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT)), int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)))
                 self._frames = max(int(capture.get(cv2.CAP_PROP_FRAME_COUNT)), 0)
                 self.fps = float(capture.get(cv2.CAP_PROP_FPS)) or None
+                self.declared = self._frames or None
             finally:
                 capture.release()
 
@@ -387,11 +394,10 @@ class Video(Source):
                     count += 1
             except av.FFmpegError as exc:
                 raise DataError(
-                    f"{self.path}: decoding failed after {count} frames "
-                    f"(codec {self.codec}: {exc})"
+                    f"{self.path}: truncated or damaged: decoding failed after {count} frames "
+                    f"(codec {self.codec}: {exc}); refused"
                 ) from None
-        if count == 0:
-            raise DataError(f"{self.path}: no frames could be decoded (codec {self.codec})")
+        self._check_complete(count)
 
     def _decode_opencv(self):
         cv2 = self._module
@@ -406,8 +412,22 @@ class Video(Source):
                 count += 1
         finally:
             capture.release()
+        self._check_complete(count)
+
+    def _check_complete(self, count):
+        """Refuses a video that decodes to clearly fewer frames than its header declares.
+
+        A truncated file otherwise ends early without an error (Matroska,
+        for one), and the frames lost are silently missing from the set.
+        """
         if count == 0:
             raise DataError(f"{self.path}: no frames could be decoded (codec {self.codec})")
+        if self.declared and count < self.declared - max(2, self.declared // 50):
+            raise DataError(
+                f"{self.path}: truncated or damaged: decoded {count} frames of the {self.declared} its "
+                "header declares; refused (a video must decode to the frame count its header declares, "
+                "within 2%)"
+            )
 
     def describe(self, hash_files=True):
         record = super().describe(hash_files)
@@ -417,20 +437,34 @@ class Video(Source):
 
 
 class ArraySource(Source):
-    """Frames held in one array (npz, npy, h5, hkl) plus optional per-frame sources."""
+    """Frames held in one array (npz, npy, h5, hkl) plus optional per-frame sources.
+
+    Args:
+        path: the file.
+        frames: the array, or an h5py dataset (read one frame at a time).
+        sources: per-frame source ids, or an h5py dataset of them, or None.
+        notes: lines for the provenance record.
+        handle: the open h5py file behind `frames`, closed with the source.
+        place: the array or dataset in the file, for error messages.
+    """
 
     kind = "arrays"
 
-    def __init__(self, path, frames, sources=None, notes=None, handle=None):
+    def __init__(self, path, frames, sources=None, notes=None, handle=None, place="frames"):
         super().__init__(path)
         self.frames = frames
-        self.shape = _frames_shape_check(frames.shape, path)
+        self.place = place
+        self.shape = _frames_shape_check(frames.shape, f"{path}: {place}")
         if sources is not None:
-            sources = np.asarray(sources)
-            if sources.ndim != 1 or len(sources) != self.shape[0]:
+            # The shape first: a damaged file may declare millions of ids.
+            if not isinstance(sources, h5py.Dataset):
+                sources = np.asarray(sources)
+            if len(sources.shape) != 1 or sources.shape[0] != self.shape[0]:
                 raise DataError(
-                    f"{path}: source ids of shape {sources.shape} for {self.shape[0]} frames (need one per frame)"
+                    f"{path}: source ids of shape {tuple(sources.shape)} for {self.shape[0]} frames "
+                    "(need one per frame)"
                 )
+            sources = np.asarray(sources[()] if isinstance(sources, h5py.Dataset) else sources)
             if sources.dtype.kind in ("S", "O"):
                 sources = np.array(
                     [s.decode("utf-8") if isinstance(s, bytes) else str(s) for s in sources.tolist()]
@@ -442,22 +476,25 @@ class ArraySource(Source):
     def estimate(self):
         return self.shape[0]
 
+    def _where(self, i):
+        return f"{self.path}: {self.place}, frame {i}"
+
     def _frame(self, i):
         frame = np.asarray(self.frames[i])
         if frame.ndim == 2:
             frame = frame[..., np.newaxis]
-        return as_uint8(frame, f"{self.path} frame {i}")
+        return to_uint8(frame, self._where(i))
 
     def runs(self):
         count = self.shape[0]
         if self.sources is None:
-            yield str(self.path), ((self._frame(i), f"{self.path} frame {i}") for i in range(count))
+            yield str(self.path), ((self._frame(i), self._where(i)) for i in range(count))
             return
         changes = np.flatnonzero(self.sources[1:] != self.sources[:-1]) + 1
         bounds = np.r_[0, changes, count]
         for start, stop in zip(bounds[:-1], bounds[1:]):
             label = str(self.sources[start])
-            yield label, ((self._frame(i), f"{self.path} frame {i}") for i in range(start, stop))
+            yield label, ((self._frame(i), self._where(i)) for i in range(start, stop))
 
     def as_dataset(self):
         if self.frames.dtype != np.uint8 or len(self.frames.shape) != 4:
@@ -483,10 +520,15 @@ def _pick_key(keys, wanted):
 def _open_npz_or_npy(path):
     try:
         if path.suffix.lower() == ".npy":
+            check_npy_file(path)
             # Memory-mapped: a large .npy is paged in as sequences are read.
-            return ArraySource(path, np.load(path, mmap_mode="r", allow_pickle=False))
+            return ArraySource(path, np.load(path, mmap_mode="r", allow_pickle=False), place="array")
         archive = np.load(path, allow_pickle=False)
+    except ZIP_ERRORS as exc:
+        raise DataError(f"{path}: truncated or damaged .npz (zip) file ({exc}); refused") from None
     except (OSError, ValueError) as exc:
+        if isinstance(exc, DataError):
+            raise
         raise DataError(f"{path}: unreadable {path.suffix} file ({exc})") from None
     keys = list(archive.files)
     frame_key = _pick_key(keys, FRAME_KEYS)
@@ -499,26 +541,37 @@ def _open_npz_or_npy(path):
             )
         frame_key = candidates[0]
     source_key = _pick_key(keys, SOURCE_KEYS)
-    sources = archive[source_key] if source_key else None
-    return ArraySource(path, archive[frame_key], sources, notes=[f"frames from key {frame_key!r}"])
+    check_npz_arrays(path, [frame_key] + ([source_key] if source_key else []))
+    try:
+        frames = archive[frame_key]
+        sources = archive[source_key] if source_key else None
+    except (OSError, ValueError, *ZIP_ERRORS) as exc:
+        raise DataError(f"{path}: array {frame_key!r}: unreadable ({exc})") from None
+    return ArraySource(path, frames, sources, notes=[f"frames from key {frame_key!r}"], place=f"array {frame_key!r}")
 
 
 def _open_h5_arrays(path):
+    handle = open_h5(path)
     try:
-        handle = h5py.File(path, "r")
-    except OSError as exc:
-        raise DataError(f"{path}: not a readable HDF5 file ({exc})") from None
-    keys = list(handle.keys())
-    frame_key = _pick_key(keys, FRAME_KEYS)
-    if frame_key is None or not isinstance(handle[frame_key], h5py.Dataset):
-        handle.close()
-        raise DataError(
-            f"{path}: HDF5 file without a frames dataset at the top level "
-            f"(found: {', '.join(keys) or 'nothing'}; expected one of {', '.join(FRAME_KEYS)})"
+        keys = list(handle.keys())
+        frame_key = _pick_key(keys, FRAME_KEYS)
+        if frame_key is None or not isinstance(handle[frame_key], h5py.Dataset):
+            raise DataError(
+                f"{path}: HDF5 file without a frames dataset at the top level "
+                f"(found: {', '.join(keys) or 'nothing'}; expected one of {', '.join(FRAME_KEYS)})"
+            )
+        frames = handle[frame_key]
+        check_h5_storage(frames, path)
+        source_key = _pick_key(keys, SOURCE_KEYS)
+        sources = handle[source_key] if source_key else None
+        if sources is not None:
+            check_h5_storage(sources, path)
+        return ArraySource(
+            path, frames, sources, notes=[f"frames from {frame_key!r}"], handle=handle, place=f"dataset {frames.name!r}"
         )
-    source_key = _pick_key(keys, SOURCE_KEYS)
-    sources = handle[source_key][()] if source_key else None
-    return ArraySource(path, handle[frame_key], sources, notes=[f"frames from {frame_key!r}"], handle=handle)
+    except BaseException:
+        handle.close()
+        raise
 
 
 def _hickle_item(node, path):
@@ -571,10 +624,7 @@ def read_hickle(path, lazy=True):
         (value, handle): an h5py dataset or numpy array or list, and the open
         file when the value is lazy (else None).
     """
-    try:
-        handle = h5py.File(path, "r")
-    except OSError as exc:
-        raise DataError(f"{path}: not a readable hickle (HDF5) file ({exc})") from None
+    handle = open_h5(path, "hickle (HDF5)")
     keep_open = False
     try:
         node = next((handle[name] for name in ("data_0", "data") if name in handle), None)
@@ -592,6 +642,7 @@ def read_hickle(path, lazy=True):
         if "dict" in kind:
             raise DataError(f"{path}: hickle file holds a dictionary; expected an array or a list")
         if isinstance(node, h5py.Dataset):
+            check_h5_storage(node, path)
             if node.dtype.kind in ("u", "i", "f", "b") and node.ndim >= 2:
                 if lazy:
                     keep_open = True
@@ -638,7 +689,8 @@ def _open_hickle(path):
             notes.append(f"sources from {partner}")
         else:
             notes.append(f"no {partner.name} beside it: all frames one source")
-    return ArraySource(path, frames, sources, notes=notes, handle=handle)
+    place = f"dataset {frames.name!r}" if isinstance(frames, h5py.Dataset) else "array"
+    return ArraySource(path, frames, sources, notes=notes, handle=handle, place=place)
 
 
 class DatasetSource(ArraySource):
@@ -648,7 +700,7 @@ class DatasetSource(ArraySource):
 
     def __init__(self, path):
         dataset = open_dataset(path, in_memory=False)
-        super().__init__(path, dataset.frames, dataset.sources, handle=dataset._file)
+        super().__init__(path, dataset.frames, dataset.sources, handle=dataset._file, place="dataset '/frames'")
         self.provenance = dataset.provenance
 
     def as_dataset(self):

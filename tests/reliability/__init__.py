@@ -1,0 +1,1 @@
+"""Faults injected for real: bad data, full disks. See docs/reliability.md."""
