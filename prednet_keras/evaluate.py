@@ -317,6 +317,18 @@ def _frame_metric(metric, A, B):
     return np.array([[metric(A[i, t], B[i, t]) for t in range(A.shape[1])] for i in range(A.shape[0])])
 
 
+def _check_finite(Xhat):
+    """A prediction that is NaN or infinite has no score: min(cap, nan) would report a perfect PSNR."""
+    finite = np.isfinite(Xhat)
+    if not finite.all():
+        sequence, step = (int(i) for i in np.argwhere(~finite)[0][:2])
+        raise EvalError(
+            f"The model predicts NaN or infinite values ({int((~finite).sum()):,} of {finite.size:,}; first in "
+            f"sequence {sequence}, step {step}): its weights are broken (a diverged or corrupted model), "
+            "so there is no score to report."
+        )
+
+
 def compute_scores(X, Xhat, extrap_start=None):
     """The evaluation metrics of predictions Xhat of sequences X.
 
@@ -338,6 +350,7 @@ def compute_scores(X, Xhat, extrap_start=None):
         raise EvalError(f"Predictions {Xhat.shape} do not match the frames {X.shape}.")
     if X.shape[1] < 2:
         raise EvalError("Sequences need at least 2 frames (the first step is not scored).")
+    _check_finite(Xhat)
     nt = X.shape[1]
     model_err = (X.astype(np.float64) - Xhat) ** 2
     prev_err = (X[:, :-1].astype(np.float64) - X[:, 1:]) ** 2

@@ -50,11 +50,28 @@ def load_model(path, compile=True):
     if not zipfile.is_zipfile(path):
         raise ModelFileError(f"{path} is not a Keras 3 .keras file (not a zip archive; truncated or corrupted?).")
     try:
-        return keras.saving.load_model(path, compile=compile)
+        model = keras.saving.load_model(path, compile=compile)
     except (zipfile.BadZipFile, KeyError, OSError, EOFError) as error:
         raise ModelFileError(f"{path} could not be read as a Keras model ({error}).") from None
     except (TypeError, ValueError) as error:
         raise ModelFileError(f"{path} could not be loaded: {_cause(error)}") from None
+    _check_finite_weights(model, path)
+    return model
+
+
+def _check_finite_weights(model, path):
+    """A NaN or infinite weight (a diverged run saved, or corrupted bytes) makes every output untrustworthy,
+    yet clipping layers can still turn it into plausible-looking frames: refuse the file."""
+    import numpy as np
+
+    for weight in model.weights:
+        values = keras.ops.convert_to_numpy(weight)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            raise ModelFileError(
+                f"{path}: weight {weight.path} holds {int(bad.sum()):,} NaN or infinite values of {values.size:,}; "
+                "the model is broken (a diverged run or a corrupted file) and cannot be used."
+            )
 
 
 def _cause(error):
