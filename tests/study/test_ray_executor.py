@@ -38,9 +38,13 @@ NODE = {"include_dashboard": False, "node_ip_address": "127.0.0.1"}
 
 
 def run_dir_of(pid):
-    """The run folder a training process works on (its command line's argument)."""
-    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    return argv[argv.index(b"train") + 1].decode()
+    """The run folder a training process works on (its command line's argument); None once it has exited
+    (between two reads of /proc a process can end, and its command line is then empty)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return argv[argv.index(b"train") + 1].decode() if b"train" in argv[:-1] else None
 
 
 def parent_of(pid):
@@ -106,7 +110,7 @@ def ray_study(spec_file, tmp_path_factory):
                 os.kill(victim, signal.SIGKILL)
                 # 2. The Ray worker of another run, SIGKILLed: its training process dies with it (SIGKILL),
                 # Ray retries the task on a new worker, which remakes the partial folder from scratch.
-                other = wait_for(lambda: [p for p in processes_writing_to(out) if run_dir_of(p) != killed_run],
+                other = wait_for(lambda: [p for p in processes_writing_to(out) if run_dir_of(p) not in (None, killed_run)],
                                  240, "a second training process", first)[0]
                 worker_run = run_dir_of(other)
                 ray_worker = parent_of(other)
