@@ -2,6 +2,7 @@
 
     prednet-study run SPEC -o DIR [--executor local|ray [--address ADDR]]
     prednet-study report DIR... -o REPORT
+    prednet-study pack DIR / prednet-study unpack DIR
 
 Each subcommand only parses, calls prednet_keras.study and prints.
 """
@@ -228,9 +229,10 @@ Examples:
   prednet-study report results/ -o report/
   prednet-study report cpu-box/ gpu-box/ -o report/          # two machines, one report
   prednet-study report results/ -o report/ --metric last_steps:50 --margin 0.001
+  prednet-study report docs/study/retraction/runs.tar.xz -o report/   # a packed study, read in place
 """,
 )
-@click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.argument("dirs", nargs=-1, required=True, metavar="RESULTS...", type=click.Path(exists=True))
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
               help="Report folder: report.md, report.json and the PNG plots go there.")
 @click.option("--metric", help="The per-run number compared: a key of the manifests' `metrics` or `result`, or "
@@ -258,13 +260,14 @@ Examples:
 @fail_on_user_errors
 def report(dirs, output, metric, margin, margin_sd, alpha, power, checkpoints, curve_test, bootstrap,
            permutations, seed, no_plots, overwrite):
-    """Compare configurations from the run folders under DIRS (one or several machines).
+    """Compare configurations from the run folders under RESULTS (folders or tar archives of them).
 
     Groups runs by protocol and configuration (runtime settings plus machine),
     audits determinism, tests every pair of configurations (Welch, Mann-Whitney,
     Levene, Hedges g, Holm, TOST equivalence, paired tests on shared seeds),
     tests the loss curves at checkpoints, estimates the seeds needed, and gives
-    a verdict per pair.
+    a verdict per pair. An archive (a packed study's runs.tar.xz) is read in a
+    temporary folder.
     """
     from prednet_keras.study.report import ReportOptions, make_report
 
@@ -286,6 +289,62 @@ def report(dirs, output, metric, margin, margin_sd, alpha, power, checkpoints, c
     for warning in result["warnings"]:
         click.echo(f"warning: {warning}", err=True)
     click.echo(f"Report: {output}/report.md")
+
+
+@main.command(
+    context_settings=CONTEXT,
+    short_help="Pack a study folder's finished runs into DIR/runs.tar.xz.",
+    epilog="""\b
+Examples:
+  prednet-study pack results/quick                 # runs/ stays; runs.tar.xz beside it
+  prednet-study pack docs/study/retraction --remove   # how the published studies are kept
+""",
+)
+@click.argument("study_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False))
+@click.option("--remove", is_flag=True, help="Delete the packed run folders once the archive is written and read "
+              "back (unfinished runs stay).")
+@fail_on_user_errors
+def pack(study_dir, remove):
+    """Pack the finished runs of DIR/runs/ into one xz archive, DIR/runs.tar.xz.
+
+    The archive holds runs/<configuration>/<run>/ as the study wrote them, in a
+    fixed order with normalised owners and times (the same runs give the same
+    bytes). `prednet-study report DIR/runs.tar.xz` reads it as it is;
+    `prednet-study unpack DIR` restores runs/ to resume or extend the study.
+    An existing archive is replaced only when runs/ holds all of its runs.
+    """
+    from prednet_keras.study.archive import pack as pack_runs
+
+    result = pack_runs(study_dir, remove=remove)
+    click.echo(f"{result['runs']} runs in {result['archive']} ({result['bytes'] / 1e6:.2f} MB)"
+               + ("; the run folders removed" if remove else "") + ".")
+    for folder in result["left_out"]:
+        click.echo(f"not packed (unfinished): {folder}", err=True)
+
+
+@main.command(
+    context_settings=CONTEXT,
+    short_help="Unpack DIR/runs.tar.xz into DIR/runs/ (to resume or extend a packed study).",
+    epilog="""\b
+Example:
+  prednet-study unpack docs/study/retraction
+  prednet-study run docs/study/retraction/spec.toml -o docs/study/retraction   # then resume or extend it
+""",
+)
+@click.argument("study_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False))
+@fail_on_user_errors
+def unpack(study_dir):
+    """Unpack DIR/runs.tar.xz into DIR/runs/, so that `prednet-study run` sees its finished runs.
+
+    Members are extracted with tarfile's "data" filter (nothing outside DIR, no
+    links out of it). Runs already in runs/ are kept when they equal the
+    archived ones; a run that differs stops the unpacking before anything moves.
+    """
+    from prednet_keras.study.archive import unpack as unpack_runs
+
+    result = unpack_runs(study_dir)
+    click.echo(f"{result['unpacked']} runs unpacked into {os.path.join(study_dir, 'runs')}"
+               + (f" ({result['present']} were there already)" if result["present"] else "") + ".")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
     report = make_report(["results-cpu-box", "results-gpu-box"], "report/")
 
-Runs are found under every directory given (at any depth; a run folder is a
-folder with manifest.json), merged, and grouped twice:
+Runs are found under every folder given (at any depth; a run folder is a
+folder with manifest.json) or in every tar archive given (a packed study's
+runs.tar.xz, archive.py), merged, and grouped twice:
 
 - by protocol: what was trained and how (model, schedule, data checksums, and
   the study's `protocol` record). Runs of different protocols are never
@@ -25,6 +26,7 @@ Writes report.md, report.json, loss_curves.png, final_metric.png and, when runs
 store trajectories, divergence.png (prefixed P1-, P2-, ... with several protocols).
 """
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -38,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from prednet_keras import runs as run_folders
-from prednet_keras.study import stats
+from prednet_keras.study import archive, stats
 
 __all__ = [
     "ReportOptions",
@@ -198,15 +200,19 @@ class Run:
         path: the run folder.
         manifest: its manifest.
         history: its history rows.
-        source: the directory (given on the command line) it was found under.
+        source: the folder or archive (given on the command line) it was found under.
+        where: how the report names the run: its path, or ARCHIVE:MEMBER for a
+            run read from an archive (`path` is then in a temporary folder).
     """
 
     path: Path
     manifest: dict
     history: list
     source: str = ""
+    where: str = ""
 
     def __post_init__(self):
+        self.where = self.where or str(self.path)
         m = self.manifest
         runtime = m.get("runtime") or {}
         self.requested = runtime.get("requested") or {}
@@ -307,15 +313,16 @@ class Run:
         return steps, values
 
 
-def load_run(path, source=""):
+def load_run(path, source="", where=""):
     """Reads one run folder.
 
     Args:
         path: the run folder.
-        source: the directory it was found under (recorded in the report).
+        source: the folder or archive it was found under (recorded in the report).
+        where: the name the report gives the run (default: its path).
     """
     folder = run_folders.RunFolder(path)
-    return Run(Path(path), folder.read_manifest(), folder.read_history(), str(source))
+    return Run(Path(path), folder.read_manifest(), folder.read_history(), str(source), str(where))
 
 
 def _canonical(obj):
@@ -509,7 +516,7 @@ def _configurations(runs):
 
 def _run_sort_key(run):
     return (str(type(run.seed)), run.seed if run.seed is not None else -1,
-            run.replicate if isinstance(run.replicate, (int, float)) else math.inf, str(run.path))
+            run.replicate if isinstance(run.replicate, (int, float)) else math.inf, run.where)
 
 
 # ------------------------------------------------------------------- curves
@@ -663,7 +670,9 @@ def build_report(dirs, options=None):
     """Reads the run folders under `dirs` and computes the whole report.
 
     Args:
-        dirs: directories (from one or several machines) holding run folders.
+        dirs: folders (from one or several machines) holding run folders, or
+            tar archives of them (a packed study's runs.tar.xz), read in a
+            temporary folder that is removed before this returns.
         options: ReportOptions (defaults if None).
 
     Returns:
@@ -672,42 +681,64 @@ def build_report(dirs, options=None):
     """
     options = options or ReportOptions()
     options.validate()
+    with contextlib.ExitStack() as stack:
+        return _build_report(dirs, options, stack)
+
+
+def _input_folders(source, stack, warnings):
+    """[(run folder, where it is shown)] of one input: a folder, or an archive opened on `stack`."""
+    source = Path(source)
+    if source.is_dir():
+        found = [(path, str(path)) for path in find_run_folders(source)]
+        if not found:
+            packed = source / archive.ARCHIVE
+            hint = (f" (it holds {archive.ARCHIVE}: pass {packed}, or unpack it with prednet-study unpack "
+                    f"{source})") if packed.is_file() else ""
+            warnings.append(f"{source}: no run folders found{hint}.")
+        return found
+    if archive.is_archive(source):
+        root = stack.enter_context(archive.opened(source))
+        found = [(path, f"{source}:{path.relative_to(root).as_posix()}") for path in find_run_folders(root)]
+        if not found:
+            warnings.append(f"{source}: no run folders in the archive.")
+        return found
+    if source.exists():
+        raise ValueError(f"{source}: neither a folder of runs nor a tar archive of them (.tar, .tar.gz, .tar.xz).")
+    raise FileNotFoundError(f"No such folder or archive: {source}")
+
+
+def _build_report(dirs, options, stack):
     warnings = []
     excluded = []
     loaded = []
     seen = {}
     folders = []
     for directory in dirs:
-        if not Path(directory).is_dir():
-            raise FileNotFoundError(f"No such directory: {directory}")
-        found = find_run_folders(directory)
-        if not found:
-            warnings.append(f"{directory}: no run folders found.")
-        folders.extend((path, str(directory)) for path in found)
-    for path, source in folders:
+        folders.extend((path, str(directory), where) for path, where in _input_folders(directory, stack, warnings))
+    for path, source, where in folders:
         try:
             digest = hashlib.sha256((path / run_folders.MANIFEST).read_bytes()).hexdigest()
         except OSError as error:
-            excluded.append({"path": str(path), "reason": f"unreadable manifest ({error})"})
+            excluded.append({"path": where, "reason": f"unreadable manifest ({error})"})
             continue
         if digest in seen:
             # A run copied into two result folders is one run, not two seeds.
-            excluded.append({"path": str(path), "reason": f"duplicate of {seen[digest]}"})
+            excluded.append({"path": where, "reason": f"duplicate of {seen[digest]}"})
             continue
-        seen[digest] = str(path)
+        seen[digest] = where
         try:
-            run = load_run(path, source)
+            run = load_run(path, source, where)
         except (run_folders.RunFolderError, ValueError, KeyError) as error:
-            excluded.append({"path": str(path), "reason": f"unreadable ({error})"})
+            excluded.append({"path": where, "reason": f"unreadable ({error})"})
             continue
         loaded.append(run)
     usable, perturbed = [], []
     for run in loaded:
         if run.status != "complete":
-            excluded.append({"path": str(run.path), "reason": f"status {run.status!r}" +
+            excluded.append({"path": run.where, "reason": f"status {run.status!r}" +
                              (f": {run.manifest.get('error')}" if run.manifest.get("error") else "")})
         elif run.seed is None:
-            excluded.append({"path": str(run.path), "reason": "no seed in the manifest"})
+            excluded.append({"path": run.where, "reason": "no seed in the manifest"})
         elif run.perturbation:
             perturbed.append(run)
         else:
@@ -759,14 +790,14 @@ def build_report(dirs, options=None):
         context["protocols"].append(ctx)
     orphans = [r for r in perturbed if r.protocol_key not in protocols]
     for run in orphans:
-        warnings.append(f"{run.path}: a perturbed run without unperturbed runs of its protocol; not used.")
+        warnings.append(f"{run.where}: a perturbed run without unperturbed runs of its protocol; not used.")
     report["runs"] = [_run_record(r, config_of.get(r.path)) for r in usable]
     return report, context
 
 
 def _run_record(run, config):
     return {
-        "path": str(run.path),
+        "path": run.where,
         "source": run.source,
         "configuration": config["id"] if config else None,
         "seed": run.seed,
@@ -796,7 +827,7 @@ def _protocol_section(pid, protocol, configs, perturbed, options, warnings):
             value = run.metric(metric)
             run_values.append(value)
             if value is None:
-                warnings.append(f"{pid} {config['id']}: {run.path} has no value for metric {metric!r}; left out.")
+                warnings.append(f"{pid} {config['id']}: {run.where} has no value for metric {metric!r}; left out.")
                 continue
             by_seed.setdefault(run.seed, []).append(value)
         ordered = sorted(by_seed, key=lambda s: (str(type(s)), s))
