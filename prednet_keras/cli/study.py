@@ -8,6 +8,7 @@ Each subcommand only parses, calls prednet_keras.study and prints.
 """
 
 import os
+import shlex
 import sys
 import time
 
@@ -93,10 +94,10 @@ def _duration(seconds):
     short_help="Run every configuration x seed x replicate of a spec (resumable).",
     epilog="""\b
 Examples:
-  prednet-study run specs/quick.toml -o results/quick
-  prednet-study run specs/quick.toml -o results/quick            # again: resumes, skips finished runs
-  prednet-study run specs/paper.toml -o cpu-box --only 'cpu-*'   # this machine's arms only
-  prednet-study run specs/paper.toml -o results --dry-run        # show the plan
+  prednet-study run quick -o results/quick                   # a ready spec, by name
+  prednet-study run quick -o results/quick                   # again: resumes, skips finished runs
+  prednet-study run paper -o cpu-box --only 'cpu-*'          # this machine's arms only
+  prednet-study run my-study.toml -o results --dry-run       # a spec file; show the plan
 
 On a Ray cluster (pip install prednet-keras[ray]; -o must be a folder every node
 mounts at the same path):
@@ -192,8 +193,7 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
                             retries=retries)
     except KeyboardInterrupt:
         progress.close()
-        click.echo(f"\nInterrupted; finished runs are kept. Resume with: prednet-study run {spec_path} -o {output}",
-                   err=True)
+        click.echo(f"\nInterrupted; finished runs are kept. Resume with: {shlex.join(command)}", err=True)
         ctx.exit(130)
     progress.close()
     for name, message in outcome.get("unplaceable", {}).items():
