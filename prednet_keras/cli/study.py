@@ -210,11 +210,13 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
                        "place them.", err=True)
         ctx.exit(1)
     if report and not only:
-        from prednet_keras.study.report import ReportOptions, make_report
+        from prednet_keras.study.report import ReportOptions, answer, make_report
 
         options = ReportOptions(**{k: v for k, v in spec.report.items()})
         result = make_report([os.path.join(output, "runs")], os.path.join(output, "report"), options,
                              overwrite=True)
+        for section in result["protocols"]:
+            click.echo(f"Answer: {answer(section)}")
         click.echo(f"{result['runs_used']} runs in the report: {os.path.join(output, 'report', 'report.md')}")
     elif report:
         click.echo(f"This machine's part is done. Merge the study folders with: prednet-study report "
@@ -250,30 +252,28 @@ Examples:
               help="Checkpoints (bins of the per-step loss) the loss curves are tested at.")
 @click.option("--curve-test", type=click.Choice(["maxt", "holm"]), default="maxt", show_default=True,
               help="Family-wise control across checkpoints: max-t permutation or Holm.")
-@click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True,
-              help="Bootstrap resamples for the CI of Hedges' g.")
 @click.option("--permutations", type=click.IntRange(min=100), default=2000, show_default=True,
               help="Permutations for the max-t curve test.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and permutations.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the permutations.")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option("--overwrite", is_flag=True, help="Replace an earlier report in the output folder.")
 @fail_on_user_errors
-def report(dirs, output, metric, margin, margin_sd, alpha, power, checkpoints, curve_test, bootstrap,
-           permutations, seed, no_plots, overwrite):
+def report(dirs, output, metric, margin, margin_sd, alpha, power, checkpoints, curve_test, permutations, seed,
+           no_plots, overwrite):
     """Compare configurations from the run folders under RESULTS (folders or tar archives of them).
 
     Groups runs by protocol and configuration (runtime settings plus machine),
-    audits determinism, tests every pair of configurations (Welch, Mann-Whitney,
-    Levene, Hedges g, Holm, TOST equivalence, paired tests on shared seeds),
-    tests the loss curves at checkpoints, estimates the seeds needed, and gives
-    a verdict per pair. An archive (a packed study's runs.tar.xz) is read in a
-    temporary folder.
+    audits determinism, tests every pair of configurations (paired t and
+    Wilcoxon on shared seeds, else Welch and Mann-Whitney; TOST equivalence,
+    Levene, Hedges g, Holm), tests the loss curves at checkpoints, estimates
+    the seeds needed, and gives a verdict per pair and a one-sentence answer.
+    An archive (a packed study's runs.tar.xz) is read in a temporary folder.
     """
-    from prednet_keras.study.report import ReportOptions, make_report
+    from prednet_keras.study.report import ReportOptions, answer, make_report
 
     options = ReportOptions(metric=metric, alpha=alpha, power=power, margin=margin, margin_sd=margin_sd,
-                            checkpoints=checkpoints, curve_test=curve_test, bootstrap=bootstrap,
-                            permutations=permutations, seed=seed, plots=not no_plots)
+                            checkpoints=checkpoints, curve_test=curve_test, permutations=permutations, seed=seed,
+                            plots=not no_plots)
     result = make_report(list(dirs), output, options, overwrite=overwrite)
     click.echo(f"{result['runs_used']} runs used of {result['runs_found']} found"
                + (f" ({len(result['excluded'])} left out, see report.md)" if result["excluded"] else "") + ".")
@@ -288,6 +288,9 @@ def report(dirs, output, metric, margin, margin_sd, alpha, power, checkpoints, c
             click.echo(f"  {prefix}{pair['a']} vs {pair['b']}: {pair['verdict']}")
     for warning in result["warnings"]:
         click.echo(f"warning: {warning}", err=True)
+    for section in result["protocols"]:
+        prefix = f"{section['id']}: " if len(result["protocols"]) > 1 else ""
+        click.echo(f"Answer: {prefix}{answer(section)}")
     click.echo(f"Report: {output}/report.md")
 
 

@@ -14,7 +14,7 @@ from prednet_keras.study.spec import load_spec
 
 from .synthetic_runs import write_run
 
-FAST = ReportOptions(bootstrap=200, permutations=200, plots=False)
+FAST = ReportOptions(permutations=200, plots=False)
 
 
 @pytest.fixture
