@@ -452,6 +452,11 @@ def _on_off(value):
 _BACKEND_NAMES = {"jax": "JAX", "torch": "PyTorch", "tensorflow": "TensorFlow"}
 
 
+def _machine_name(settings, machine):
+    """The device a configuration ran on: its GPU models, else its CPU model."""
+    return ", ".join(machine.get("gpu") or []) if settings.get("device") == "gpu" else machine.get("cpu")
+
+
 def describe_precision(settings, effective):
     """What float32 convolutions and matrix products ran in, from the effective settings.
 
@@ -488,9 +493,8 @@ def describe_settings(settings, machine, effective=None):
     library = _BACKEND_NAMES.get(backend, str(backend or "?"))
     if machine.get("backend_version"):
         library += f" {machine['backend_version']}"
-    device = settings.get("device")
-    where = ", ".join(machine.get("gpu") or []) if device == "gpu" else machine.get("cpu")
-    parts = [library, f"{str(device or '?').upper()} ({where or 'unknown machine'})"]
+    where = _machine_name(settings, machine)
+    parts = [library, f"{str(settings.get('device') or '?').upper()} ({where or 'unknown machine'})"]
     threads = settings.get("threads")
     if threads is not None:
         parts.append(f"{threads} thread{'s' if threads != 1 else ''}")
@@ -537,17 +541,18 @@ def _generated_name(settings, varying):
 
 def _name_configurations(records):
     """Gives every configuration record an id: the name its runs' spec gave it
-    (study.configuration), else one made from its settings, else with the
-    machine added; unique within the report."""
+    (study.configuration), else one made from its settings; the machine is
+    added where that leaves two alike. Unique within the report."""
     counts = {}
     for record in records:
         for name in record["names"]:
             counts[name] = counts.get(name, 0) + 1
     for record in records:
-        # Runs merged from two studies may carry two names for one configuration;
-        # one that no other configuration uses names it.
+        # Runs merged from two studies may carry two names for one configuration:
+        # one that no other configuration uses names it. A name that several
+        # configurations share (one spec run on two machines) gets the machine below.
         own = [name for name in record["names"] if counts[name] == 1]
-        record["id"] = own[0] if own else None
+        record["id"] = own[0] if own else (record["names"][0] if record["names"] else None)
     unnamed = [r for r in records if r["id"] is None]
     varying = {key for key in {k for r in unnamed for k in r["settings"]}
                if len({_canonical(r["settings"].get(key)) for r in unnamed}) > 1}
@@ -560,8 +565,7 @@ def _name_configurations(records):
         if len(same) > 1:
             # Same settings on other hardware or software: the machine tells them apart.
             for record in same:
-                m = record["machine"]
-                where = ",".join(m.get("gpu") or []) if record["settings"].get("device") == "gpu" else m.get("cpu")
+                where = _machine_name(record["settings"], record["machine"])
                 record["id"] = f"{name}@{_slug(where or 'unknown')[:24]}"
     final = {}
     for record in sorted(records, key=lambda r: (r["id"], r["label"], r["key"])):

@@ -78,6 +78,17 @@ def _compare(values, margin):
     return result, {(p["a"], p["b"]): p for p in result["pairs"]}
 
 
+def _all_equivalent(values, margin):
+    result, pairs = _compare(values, margin)
+    assert {p["verdict_kind"] for p in result["pairs"]} == {"equivalent"}
+    return result, pairs
+
+
+def _range(values):
+    every = [v for by_seed in values.values() for v in by_seed.values()]
+    return f"{g3(min(every))}-{g3(max(every))}"
+
+
 def _largest_rerun_move(by_seed):
     """(largest |metric of a repeat - the seed's first run|, seeds re-run, repeats with the first run's
     final weights), the report's determinism audit: runs in (replicate, name) order."""
@@ -135,14 +146,12 @@ def facts():
     # retraction study's 2-thread arm (chainer-combined).
     configurations = _load("chainer-configurations", "mean_last_50_updates")
     switches = _per_seed(configurations)
-    result, pairs = _compare(switches, MARGIN)
-    assert {p["verdict_kind"] for p in result["pairs"]} == {"equivalent"}
+    result, pairs = _all_equivalent(switches, MARGIN)
     out["switches seeds"] = f"{_spread(switches)} seeds"
     out["switches pairs"] = f"all {len(result['pairs'])} pairs"
     out["switches mean"] = f"at most {g2(max(abs(p['primary']['difference']) for p in result['pairs']))}"
     out["switches seed"] = f"a single seed's at most {g2(max(p['seed_differences']['largest'] for p in result['pairs']))}"
-    every = [v for by_seed in switches.values() for v in by_seed.values()]
-    out["switches range"] = f"{g3(min(every))}-{g3(max(every))}"
+    out["switches range"] = _range(switches)
     threads = {"1": switches["cpu-torch-1-thread"], "2": values["cpu-torch-gpu-path"],
                "4": switches["cpu-torch-4-threads"]}
     moves = []
@@ -176,20 +185,17 @@ def facts():
 
     # Lotter's PredNet.
     lotter = _per_seed(_load("lotter-prednet", "final_loss"))
-    result, _ = _compare(lotter, MARGIN)
-    assert {p["verdict_kind"] for p in result["pairs"]} == {"equivalent"}
+    result, _ = _all_equivalent(lotter, MARGIN)
     out["lotter seeds"] = f"{_spread(lotter)} seeds per arm"
     out["lotter pairs"] = f"all {len(result['pairs'])} pairs"
     out["lotter tost"] = f"TOST Holm p {p4(max(p['p_holm']['tost'] for p in result['pairs']))}"
     moves = [abs(p["primary"]["difference"]) for p in result["pairs"]]
     out["lotter mean"] = f"mean differences {g2(min(moves))} to {g2(max(moves))}"
-    every = [v for by_seed in lotter.values() for v in by_seed.values()]
-    out["lotter range"] = f"{g3(min(every))}-{g3(max(every))}"
+    out["lotter range"] = _range(lotter)
 
     # The MNIST autoencoder: the report's default margin, half the pooled seed SD.
     autoencoder = _per_seed(_load("autoencoder", "mean_last_1000_images"))
-    result, pairs = _compare(autoencoder, None)
-    assert {p["verdict_kind"] for p in result["pairs"]} == {"equivalent"}
+    result, pairs = _all_equivalent(autoencoder, None)
     out["autoencoder seeds"] = f"{_spread(autoencoder)} seeds per arm, {len(autoencoder)} arms"
     out["autoencoder pairs"] = f"all {len(result['pairs'])} pairs"
     out["autoencoder margin"] = f"+/- {g2(result['margin'])}"

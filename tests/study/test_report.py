@@ -367,6 +367,15 @@ def test_configurations_are_named_by_the_spec_and_described_by_what_they_are(tmp
     assert "C1" not in text
 
 
+def test_one_spec_name_on_two_machines_names_two_configurations(tmp_path):
+    for seed in range(3):
+        _named_run(tmp_path, f"intel-{seed}", seed, "cpu-tf", threads=2)
+        _named_run(tmp_path, f"amd-{seed}", seed, "cpu-tf", threads=2, machine="gpu-box")
+    report, _ = build_report([tmp_path], ReportOptions(**FAST))
+    assert sorted(c["id"] for c in report["protocols"][0]["configurations"]) == [
+        "cpu-tf@amd-epyc-9334-32-core-pr", "cpu-tf@intel-r-core-tm-i7-6800k"]
+
+
 def test_configurations_without_spec_names_get_names_from_their_settings(merged):
     report, _ = merged
     ids = sorted(c["id"] for c in report["protocols"][0]["configurations"])
