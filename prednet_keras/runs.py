@@ -77,14 +77,16 @@ def atomic_write(path, data):
             os.fsync(handle.fileno())
 
 
-def atomic_write_json(path, obj):
+def atomic_write_json(path, obj, compact=False):
     """Writes `obj` as indented JSON, atomically (see atomic_write).
 
     Args:
         path: destination.
         obj: JSON-serialisable data; NaN and infinity are written as null.
+        compact: no indentation or spaces (for large records read by programs).
     """
-    atomic_write(path, json.dumps(_json_safe(obj), indent=2, sort_keys=False) + "\n")
+    layout = {"separators": (",", ":")} if compact else {"indent": 2}
+    atomic_write(path, json.dumps(_json_safe(obj), sort_keys=False, **layout) + "\n")
 
 
 class _temporary_sibling:

@@ -1,9 +1,10 @@
 """The determinism table of a study folder: per configuration, are repeats bit-identical, and how long is a step?
 
     python scripts/determinism_table.py results/determinism-prednet [--json table.json]
+    python scripts/determinism_table.py docs/determinism/prednet     # a packed study: runs.tar.xz
 
 Reads the run folders under STUDY/runs/<configuration>/ (prednet-study run's
-layout). A configuration's repeats are bit-identical when every replicate of a
+layout), or those of STUDY/runs.tar.xz when the study is packed. A configuration's repeats are bit-identical when every replicate of a
 seed ends with the same final-weights checksum and the same loss curve (every
 history column but the wall-clock seconds) as the seed's first replicate. Step
 time: the median wall-clock seconds of a training step (an update for the study
@@ -11,11 +12,13 @@ models), the first step (compilation) left out; frames/s from it.
 """
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
 from pathlib import Path
 
+from prednet_keras.study import archive
 from prednet_keras.study.report import load_run
 
 FLAGS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32")
@@ -44,9 +47,25 @@ def step_durations(run):
     return out
 
 
+@contextlib.contextmanager
+def runs_folder(study):
+    """STUDY/runs, or the runs of a packed study (STUDY/runs.tar.xz) in a temporary folder."""
+    packed = Path(study, archive.ARCHIVE)
+    if Path(study, archive.RUNS).is_dir() or not packed.is_file():
+        yield Path(study, archive.RUNS)
+        return
+    with archive.opened(packed) as root:
+        yield root / archive.RUNS
+
+
 def table(study):
+    with runs_folder(study) as folder:
+        return _table(folder)
+
+
+def _table(runs_dir):
     rows = []
-    for config_dir in sorted(p for p in Path(study, "runs").iterdir() if p.is_dir()):
+    for config_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
         runs = [load_run(p) for p in sorted(config_dir.glob("seed-*-r*")) if p.is_dir()]
         runs = [r for r in runs if r.status == "complete"]
         if not runs:

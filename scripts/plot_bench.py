@@ -1,15 +1,17 @@
 """Plots frames/s of several prednet-bench JSON files together (one figure).
 
-    python scripts/plot_bench.py docs/benchmarks/scaling/h200-jax-batch.json \
-        docs/benchmarks/scaling/h200-jax-sizes.json -o docs/benchmarks/scaling/h200-jax-scaling.png
+    python scripts/plot_bench.py docs/benchmarks/scaling/h200-jax-batch.json.xz \
+        docs/benchmarks/scaling/h200-jax-sizes.json.xz -o docs/benchmarks/scaling/h200-jax-scaling.png
 
 prednet-bench --plot draws one invocation's results; sweeps split over several
 invocations (or cut short by a time limit, which keeps the finished
-configurations in the JSON) are drawn together here.
+configurations in the JSON) are drawn together here. A file ending in .xz is
+read decompressed (docs/ keeps its raw JSON so).
 """
 
 import argparse
 import json
+import lzma
 import sys
 
 from prednet_keras.bench import plot_results
@@ -23,9 +25,9 @@ def main():
     results = []
     for path in args.inputs:
         try:
-            with open(path) as handle:
+            with (lzma.open(path, "rt") if path.endswith(".xz") else open(path)) as handle:
                 results += json.load(handle)["results"]
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, lzma.LZMAError) as exc:
             sys.exit(f"error: {path}: not a prednet-bench JSON file ({exc})")
     plot_results(results, args.output)
     print(f"{args.output}: {len(results)} configurations")

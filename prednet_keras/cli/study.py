@@ -2,11 +2,13 @@
 
     prednet-study run SPEC -o DIR [--executor local|ray [--address ADDR]]
     prednet-study report DIR... -o REPORT
+    prednet-study pack DIR / prednet-study unpack DIR
 
 Each subcommand only parses, calls prednet_keras.study and prints.
 """
 
 import os
+import shlex
 import sys
 import time
 
@@ -92,10 +94,10 @@ def _duration(seconds):
     short_help="Run every configuration x seed x replicate of a spec (resumable).",
     epilog="""\b
 Examples:
-  prednet-study run specs/quick.toml -o results/quick
-  prednet-study run specs/quick.toml -o results/quick            # again: resumes, skips finished runs
-  prednet-study run specs/paper.toml -o cpu-box --only 'cpu-*'   # this machine's arms only
-  prednet-study run specs/paper.toml -o results --dry-run        # show the plan
+  prednet-study run quick -o results/quick                   # a ready spec, by name
+  prednet-study run quick -o results/quick                   # again: resumes, skips finished runs
+  prednet-study run paper -o cpu-box --only 'cpu-*'          # this machine's arms only
+  prednet-study run my-study.toml -o results --dry-run       # a spec file; show the plan
 
 On a Ray cluster (pip install prednet-keras[ray]; -o must be a folder every node
 mounts at the same path):
@@ -191,8 +193,7 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
                             retries=retries)
     except KeyboardInterrupt:
         progress.close()
-        click.echo(f"\nInterrupted; finished runs are kept. Resume with: prednet-study run {spec_path} -o {output}",
-                   err=True)
+        click.echo(f"\nInterrupted; finished runs are kept. Resume with: {shlex.join(command)}", err=True)
         ctx.exit(130)
     progress.close()
     for name, message in outcome.get("unplaceable", {}).items():
@@ -209,11 +210,13 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
                        "place them.", err=True)
         ctx.exit(1)
     if report and not only:
-        from prednet_keras.study.report import ReportOptions, make_report
+        from prednet_keras.study.report import ReportOptions, answer, make_report
 
         options = ReportOptions(**{k: v for k, v in spec.report.items()})
         result = make_report([os.path.join(output, "runs")], os.path.join(output, "report"), options,
                              overwrite=True)
+        for section in result["protocols"]:
+            click.echo(f"Answer: {answer(section)}")
         click.echo(f"{result['runs_used']} runs in the report: {os.path.join(output, 'report', 'report.md')}")
     elif report:
         click.echo(f"This machine's part is done. Merge the study folders with: prednet-study report "
@@ -228,9 +231,10 @@ Examples:
   prednet-study report results/ -o report/
   prednet-study report cpu-box/ gpu-box/ -o report/          # two machines, one report
   prednet-study report results/ -o report/ --metric last_steps:50 --margin 0.001
+  prednet-study report docs/study/retraction/runs.tar.xz -o report/   # a packed study, read in place
 """,
 )
-@click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.argument("dirs", nargs=-1, required=True, metavar="RESULTS...", type=click.Path(exists=True))
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
               help="Report folder: report.md, report.json and the PNG plots go there.")
 @click.option("--metric", help="The per-run number compared: a key of the manifests' `metrics` or `result`, or "
@@ -248,29 +252,28 @@ Examples:
               help="Checkpoints (bins of the per-step loss) the loss curves are tested at.")
 @click.option("--curve-test", type=click.Choice(["maxt", "holm"]), default="maxt", show_default=True,
               help="Family-wise control across checkpoints: max-t permutation or Holm.")
-@click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True,
-              help="Bootstrap resamples for the CI of Hedges' g.")
 @click.option("--permutations", type=click.IntRange(min=100), default=2000, show_default=True,
               help="Permutations for the max-t curve test.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and permutations.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the permutations.")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 @click.option("--overwrite", is_flag=True, help="Replace an earlier report in the output folder.")
 @fail_on_user_errors
-def report(dirs, output, metric, margin, margin_sd, alpha, power, checkpoints, curve_test, bootstrap,
-           permutations, seed, no_plots, overwrite):
-    """Compare configurations from the run folders under DIRS (one or several machines).
+def report(dirs, output, metric, margin, margin_sd, alpha, power, checkpoints, curve_test, permutations, seed,
+           no_plots, overwrite):
+    """Compare configurations from the run folders under RESULTS (folders or tar archives of them).
 
     Groups runs by protocol and configuration (runtime settings plus machine),
-    audits determinism, tests every pair of configurations (Welch, Mann-Whitney,
-    Levene, Hedges g, Holm, TOST equivalence, paired tests on shared seeds),
-    tests the loss curves at checkpoints, estimates the seeds needed, and gives
-    a verdict per pair.
+    audits determinism, tests every pair of configurations (paired t and
+    Wilcoxon on shared seeds, else Welch and Mann-Whitney; TOST equivalence,
+    Levene, Hedges g, Holm), tests the loss curves at checkpoints, estimates
+    the seeds needed, and gives a verdict per pair and a one-sentence answer.
+    An archive (a packed study's runs.tar.xz) is read in a temporary folder.
     """
-    from prednet_keras.study.report import ReportOptions, make_report
+    from prednet_keras.study.report import ReportOptions, answer, make_report
 
     options = ReportOptions(metric=metric, alpha=alpha, power=power, margin=margin, margin_sd=margin_sd,
-                            checkpoints=checkpoints, curve_test=curve_test, bootstrap=bootstrap,
-                            permutations=permutations, seed=seed, plots=not no_plots)
+                            checkpoints=checkpoints, curve_test=curve_test, permutations=permutations, seed=seed,
+                            plots=not no_plots)
     result = make_report(list(dirs), output, options, overwrite=overwrite)
     click.echo(f"{result['runs_used']} runs used of {result['runs_found']} found"
                + (f" ({len(result['excluded'])} left out, see report.md)" if result["excluded"] else "") + ".")
@@ -285,7 +288,66 @@ def report(dirs, output, metric, margin, margin_sd, alpha, power, checkpoints, c
             click.echo(f"  {prefix}{pair['a']} vs {pair['b']}: {pair['verdict']}")
     for warning in result["warnings"]:
         click.echo(f"warning: {warning}", err=True)
+    for section in result["protocols"]:
+        prefix = f"{section['id']}: " if len(result["protocols"]) > 1 else ""
+        click.echo(f"Answer: {prefix}{answer(section)}")
     click.echo(f"Report: {output}/report.md")
+
+
+@main.command(
+    context_settings=CONTEXT,
+    short_help="Pack a study folder's finished runs into DIR/runs.tar.xz.",
+    epilog="""\b
+Examples:
+  prednet-study pack results/quick                 # runs/ stays; runs.tar.xz beside it
+  prednet-study pack docs/study/retraction --remove   # how the published studies are kept
+""",
+)
+@click.argument("study_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False))
+@click.option("--remove", is_flag=True, help="Delete the packed run folders once the archive is written and read "
+              "back (unfinished runs stay).")
+@fail_on_user_errors
+def pack(study_dir, remove):
+    """Pack the finished runs of DIR/runs/ into one xz archive, DIR/runs.tar.xz.
+
+    The archive holds runs/<configuration>/<run>/ as the study wrote them, in a
+    fixed order with normalised owners and times (the same runs give the same
+    bytes). `prednet-study report DIR/runs.tar.xz` reads it as it is;
+    `prednet-study unpack DIR` restores runs/ to resume or extend the study.
+    An existing archive is replaced only when runs/ holds all of its runs.
+    """
+    from prednet_keras.study.archive import pack as pack_runs
+
+    result = pack_runs(study_dir, remove=remove)
+    click.echo(f"{result['runs']} runs in {result['archive']} ({result['bytes'] / 1e6:.2f} MB)"
+               + ("; the run folders removed" if remove else "") + ".")
+    for folder in result["left_out"]:
+        click.echo(f"not packed (unfinished): {folder}", err=True)
+
+
+@main.command(
+    context_settings=CONTEXT,
+    short_help="Unpack DIR/runs.tar.xz into DIR/runs/ (to resume or extend a packed study).",
+    epilog="""\b
+Example:
+  prednet-study unpack docs/study/retraction
+  prednet-study run docs/study/retraction/spec.toml -o docs/study/retraction   # then resume or extend it
+""",
+)
+@click.argument("study_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False))
+@fail_on_user_errors
+def unpack(study_dir):
+    """Unpack DIR/runs.tar.xz into DIR/runs/, so that `prednet-study run` sees its finished runs.
+
+    Members are extracted with tarfile's "data" filter (nothing outside DIR, no
+    links out of it). Runs already in runs/ are kept when they equal the
+    archived ones; a run that differs stops the unpacking before anything moves.
+    """
+    from prednet_keras.study.archive import unpack as unpack_runs
+
+    result = unpack_runs(study_dir)
+    click.echo(f"{result['unpacked']} runs unpacked into {os.path.join(study_dir, 'runs')}"
+               + (f" ({result['present']} were there already)" if result["present"] else "") + ".")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     study/
       stats.py     the statistics, on plain arrays (no files, no framework)
       report.py    run folders -> configurations -> report.md, report.json, plots
+      archive.py   a study's finished runs packed in runs.tar.xz, and read or unpacked safely
       spec.py      the TOML study spec: configurations, seeds, replicates, [train]
       starting_points.py  each seed's shared initial weights
       runner.py    `prednet-study run`: run folders, resume, the local process pool

@@ -2,8 +2,9 @@
 
     report = make_report(["results-cpu-box", "results-gpu-box"], "report/")
 
-Runs are found under every directory given (at any depth; a run folder is a
-folder with manifest.json), merged, and grouped twice:
+Runs are found under every folder given (at any depth; a run folder is a
+folder with manifest.json) or in every tar archive given (a packed study's
+runs.tar.xz, archive.py), merged, and grouped twice:
 
 - by protocol: what was trained and how (model, schedule, data checksums, and
   the study's `protocol` record). Runs of different protocols are never
@@ -25,6 +26,7 @@ Writes report.md, report.json, loss_curves.png, final_metric.png and, when runs
 store trajectories, divergence.png (prefixed P1-, P2-, ... with several protocols).
 """
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -38,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from prednet_keras import runs as run_folders
-from prednet_keras.study import stats
+from prednet_keras.study import archive, stats
 
 __all__ = [
     "ReportOptions",
@@ -82,9 +84,8 @@ class ReportOptions:
         checkpoints: checkpoints the loss curves are tested at (equal bins of
             the per-step losses, each the mean over its bin).
         curve_test: "maxt" (max-t permutation) or "holm".
-        bootstrap: resamples for the CI of Hedges' g.
         permutations: permutations for the max-t curve test.
-        seed: seed of the bootstrap and permutations (a report repeats exactly).
+        seed: seed of the permutations (a report repeats exactly).
         plots: write the PNG plots.
     """
 
@@ -95,7 +96,6 @@ class ReportOptions:
     margin_sd: float = stats.MARGIN_SD
     checkpoints: int = 10
     curve_test: str = "maxt"
-    bootstrap: int = stats.BOOTSTRAP
     permutations: int = stats.PERMUTATIONS
     seed: int = 0
     plots: bool = True
@@ -112,8 +112,8 @@ class ReportOptions:
             raise ValueError(f"margin_sd must be > 0, got {self.margin_sd}.")
         if self.curve_test not in ("maxt", "holm"):
             raise ValueError(f"curve_test must be 'maxt' or 'holm', got {self.curve_test!r}.")
-        if self.checkpoints < 1 or self.bootstrap < 1 or self.permutations < 1:
-            raise ValueError("checkpoints, bootstrap and permutations must be >= 1.")
+        if self.checkpoints < 1 or self.permutations < 1:
+            raise ValueError("checkpoints and permutations must be >= 1.")
         if self.metric is not None and not self.metric.strip():
             raise ValueError("The metric name is empty.")
 
@@ -198,15 +198,19 @@ class Run:
         path: the run folder.
         manifest: its manifest.
         history: its history rows.
-        source: the directory (given on the command line) it was found under.
+        source: the folder or archive (given on the command line) it was found under.
+        where: how the report names the run: its path, or ARCHIVE:MEMBER for a
+            run read from an archive (`path` is then in a temporary folder).
     """
 
     path: Path
     manifest: dict
     history: list
     source: str = ""
+    where: str = ""
 
     def __post_init__(self):
+        self.where = self.where or str(self.path)
         m = self.manifest
         runtime = m.get("runtime") or {}
         self.requested = runtime.get("requested") or {}
@@ -307,15 +311,16 @@ class Run:
         return steps, values
 
 
-def load_run(path, source=""):
+def load_run(path, source="", where=""):
     """Reads one run folder.
 
     Args:
         path: the run folder.
-        source: the directory it was found under (recorded in the report).
+        source: the folder or archive it was found under (recorded in the report).
+        where: the name the report gives the run (default: its path).
     """
     folder = run_folders.RunFolder(path)
-    return Run(Path(path), folder.read_manifest(), folder.read_history(), str(source))
+    return Run(Path(path), folder.read_manifest(), folder.read_history(), str(source), str(where))
 
 
 def _canonical(obj):
@@ -444,14 +449,52 @@ def _on_off(value):
     return "on" if value else "off"
 
 
-def describe_settings(settings, machine):
-    """A one-line human label of a configuration.
+_BACKEND_NAMES = {"jax": "JAX", "torch": "PyTorch", "tensorflow": "TensorFlow"}
+
+
+def _machine_name(settings, machine):
+    """The device a configuration ran on: its GPU models, else its CPU model."""
+    return ", ".join(machine.get("gpu") or []) if settings.get("device") == "gpu" else machine.get("cpu")
+
+
+def describe_precision(settings, effective):
+    """What float32 convolutions and matrix products ran in, from the effective settings.
+
+    A device, a library and a precision change together when a CPU run is
+    compared with a GPU run: JAX and PyTorch use TF32 on NVIDIA GPUs by
+    default, which no CPU has, so the label says it.
+
+    Args:
+        settings: configuration_settings (the requested tf32 is None for the default).
+        effective: manifest runtime.effective (tf32, tf32_applies).
+    """
+    if settings.get("device") != "gpu" or effective.get("tf32_applies") is False:
+        return "float32"
+    tf32 = effective.get("tf32", settings.get("tf32"))
+    default = " (default)" if settings.get("tf32") is None else ""
+    if tf32 is True:
+        return "TF32 on" + default
+    if tf32 is False:
+        return "TF32 off" + default
+    if isinstance(tf32, str) and "conv True" in tf32 and "matmul False" in tf32:
+        return "TF32 convolutions" + default
+    return f"TF32 {tf32 if tf32 is not None else 'unknown'}" + default
+
+
+def describe_settings(settings, machine, effective=None):
+    """A one-line human label of a configuration: library, device, switches, precision, machine.
 
     Args:
         settings: configuration_settings.
         machine: machine_identity.
+        effective: manifest runtime.effective of one of its runs (for the precision).
     """
-    parts = [str(settings.get("backend") or "?"), str(settings.get("device") or "?")]
+    backend = settings.get("backend")
+    library = _BACKEND_NAMES.get(backend, str(backend or "?"))
+    if machine.get("backend_version"):
+        library += f" {machine['backend_version']}"
+    where = _machine_name(settings, machine)
+    parts = [library, f"{str(settings.get('device') or '?').upper()} ({where or 'unknown machine'})"]
     threads = settings.get("threads")
     if threads is not None:
         parts.append(f"{threads} thread{'s' if threads != 1 else ''}")
@@ -461,31 +504,99 @@ def describe_settings(settings, machine):
         parts.append("deterministic")
     if settings.get("cudnn") is False:
         parts.append("cuDNN off")
-    for key, name in (("tf32", "TF32"), ("onednn", "oneDNN"), ("xla", "XLA")):
+    parts.append(describe_precision(settings, effective or {}))
+    for key, name in (("onednn", "oneDNN"), ("xla", "XLA")):
         if settings.get(key) is not None:
             parts.append(f"{name} {_on_off(settings[key])}")
     parts += [f"{key}={value}" for key, value in settings.items() if key not in SETTINGS]
-    where = ", ".join(machine.get("gpu") or []) if settings.get("device") == "gpu" else machine.get("cpu")
-    return " ".join(parts[:2]) + (", " + ", ".join(parts[2:]) if parts[2:] else "") + f" @ {where or 'unknown machine'}"
+    return ", ".join(parts)
+
+
+def _slug(text):
+    return re.sub(r"[^a-z0-9.]+", "-", str(text).lower()).strip("-")
+
+
+def _generated_name(settings, varying):
+    """A configuration name from its settings, for runs that carry none (or several): the
+    backend and device, and the settings in which the unnamed configurations differ."""
+    parts = [str(settings.get("backend") or "unknown"), str(settings.get("device") or "unknown")]
+    threads = settings.get("threads")
+    if threads is not None and "threads" in varying:
+        parts.append(f"{threads}-thread{'s' if threads != 1 else ''}")
+    if settings.get("interop_threads") is not None and "interop_threads" in varying:
+        parts.append(f"interop-{settings['interop_threads']}")
+    if settings.get("deterministic") and "deterministic" in varying:
+        parts.append("deterministic")
+    if settings.get("cudnn") is False and "cudnn" in varying:
+        parts.append("no-cudnn")
+    for key in ("tf32", "onednn", "xla"):
+        if settings.get(key) is not None and key in varying:
+            parts.append(key if settings[key] else f"no-{key}")
+    for key in sorted(k for k in settings if k not in SETTINGS and k in varying):
+        value = settings[key]
+        parts.append(_slug(key) if value is True else f"no-{_slug(key)}" if value is False else
+                     f"{_slug(key)}-{_slug(value)}")
+    return "-".join(parts)
+
+
+def _name_configurations(records):
+    """Gives every configuration record an id: the name its runs' spec gave it
+    (study.configuration), else one made from its settings; the machine is
+    added where that leaves two alike. Unique within the report."""
+    counts = {}
+    for record in records:
+        for name in record["names"]:
+            counts[name] = counts.get(name, 0) + 1
+    for record in records:
+        # Runs merged from two studies may carry two names for one configuration:
+        # one that no other configuration uses names it. A name that several
+        # configurations share (one spec run on two machines) gets the machine below.
+        own = [name for name in record["names"] if counts[name] == 1]
+        record["id"] = own[0] if own else (record["names"][0] if record["names"] else None)
+    unnamed = [r for r in records if r["id"] is None]
+    varying = {key for key in {k for r in unnamed for k in r["settings"]}
+               if len({_canonical(r["settings"].get(key)) for r in unnamed}) > 1}
+    for record in unnamed:
+        record["id"] = _generated_name(record["settings"], varying)
+    taken = {}
+    for record in records:
+        taken.setdefault(record["id"], []).append(record)
+    for name, same in taken.items():
+        if len(same) > 1:
+            # Same settings on other hardware or software: the machine tells them apart.
+            for record in same:
+                where = _machine_name(record["settings"], record["machine"])
+                record["id"] = f"{name}@{_slug(where or 'unknown')[:24]}"
+    final = {}
+    for record in sorted(records, key=lambda r: (r["id"], r["label"], r["key"])):
+        if record["id"] in final:
+            # Nothing else differs in a name: number them in a fixed order.
+            number = 2
+            while f"{record['id']}-{number}" in final:
+                number += 1
+            record["id"] = f"{record['id']}-{number}"
+        final[record["id"]] = record
 
 
 def _configurations(runs):
-    """Configuration records (id, label, key, settings, machine, runs), ids in label order."""
+    """Configuration records (id, label, names, key, settings, machine, runs), sorted by id."""
     groups = {}
     for run in runs:
         groups.setdefault(run.config_key, []).append(run)
     records = []
     for key, members in groups.items():
         first = members[0]
-        names = {r.name_hint for r in members}
+        names = sorted({r.name_hint for r in members if r.name_hint})
         records.append({
             "key": key,
-            "label": describe_settings(first.settings, first.machine),
-            "name": names.pop() if len(names) == 1 else None,
+            "label": describe_settings(first.settings, first.machine, first.effective),
+            "names": names,
+            "name": names[0] if len(names) == 1 else None,
             "settings": first.settings,
             "machine": first.machine,
             "effective": {k: first.effective.get(k) for k in ("threads", "interop_threads", "deterministic",
-                                                                "cudnn", "tf32", "onednn", "jit_compile")},
+                                                                "cudnn", "tf32", "tf32_applies", "onednn",
+                                                                "jit_compile")},
             "runs": members,
         })
     labels = {}
@@ -493,23 +604,22 @@ def _configurations(runs):
         labels.setdefault(record["label"], []).append(record)
     for label, same in labels.items():
         if len(same) > 1:
-            # Same settings and hardware, other software: the versions tell them apart.
+            # Same settings, library version and hardware: the rest of the software tells them apart.
             for record in same:
                 m = record["machine"]
-                versions = f"{record['settings'].get('backend')} {m.get('backend_version')}, keras {m.get('keras_version')}"
-                record["label"] = f"{label} ({versions})"
+                extra = [f"keras {m.get('keras_version')}"] + [f"{k} {m[k]}" for k in ("cuda", "cudnn") if m.get(k)]
+                record["label"] = f"{label} ({', '.join(extra)})"
     if len({r["label"] for r in records}) != len(records):
         for record in records:
             record["label"] += f" #{hashlib.sha256(record['key'].encode()).hexdigest()[:6]}"
-    records.sort(key=lambda r: r["label"])
-    for number, record in enumerate(records, 1):
-        record["id"] = f"C{number}"
+    _name_configurations(records)
+    records.sort(key=lambda r: r["id"])
     return records
 
 
 def _run_sort_key(run):
     return (str(type(run.seed)), run.seed if run.seed is not None else -1,
-            run.replicate if isinstance(run.replicate, (int, float)) else math.inf, str(run.path))
+            run.replicate if isinstance(run.replicate, (int, float)) else math.inf, run.where)
 
 
 # ------------------------------------------------------------------- curves
@@ -663,7 +773,9 @@ def build_report(dirs, options=None):
     """Reads the run folders under `dirs` and computes the whole report.
 
     Args:
-        dirs: directories (from one or several machines) holding run folders.
+        dirs: folders (from one or several machines) holding run folders, or
+            tar archives of them (a packed study's runs.tar.xz), read in a
+            temporary folder that is removed before this returns.
         options: ReportOptions (defaults if None).
 
     Returns:
@@ -672,42 +784,64 @@ def build_report(dirs, options=None):
     """
     options = options or ReportOptions()
     options.validate()
+    with contextlib.ExitStack() as stack:
+        return _build_report(dirs, options, stack)
+
+
+def _input_folders(source, stack, warnings):
+    """[(run folder, where it is shown)] of one input: a folder, or an archive opened on `stack`."""
+    source = Path(source)
+    if source.is_dir():
+        found = [(path, str(path)) for path in find_run_folders(source)]
+        if not found:
+            packed = source / archive.ARCHIVE
+            hint = (f" (it holds {archive.ARCHIVE}: pass {packed}, or unpack it with prednet-study unpack "
+                    f"{source})") if packed.is_file() else ""
+            warnings.append(f"{source}: no run folders found{hint}.")
+        return found
+    if archive.is_archive(source):
+        root = stack.enter_context(archive.opened(source))
+        found = [(path, f"{source}:{path.relative_to(root).as_posix()}") for path in find_run_folders(root)]
+        if not found:
+            warnings.append(f"{source}: no run folders in the archive.")
+        return found
+    if source.exists():
+        raise ValueError(f"{source}: neither a folder of runs nor a tar archive of them (.tar, .tar.gz, .tar.xz).")
+    raise FileNotFoundError(f"No such folder or archive: {source}")
+
+
+def _build_report(dirs, options, stack):
     warnings = []
     excluded = []
     loaded = []
     seen = {}
     folders = []
     for directory in dirs:
-        if not Path(directory).is_dir():
-            raise FileNotFoundError(f"No such directory: {directory}")
-        found = find_run_folders(directory)
-        if not found:
-            warnings.append(f"{directory}: no run folders found.")
-        folders.extend((path, str(directory)) for path in found)
-    for path, source in folders:
+        folders.extend((path, str(directory), where) for path, where in _input_folders(directory, stack, warnings))
+    for path, source, where in folders:
         try:
             digest = hashlib.sha256((path / run_folders.MANIFEST).read_bytes()).hexdigest()
         except OSError as error:
-            excluded.append({"path": str(path), "reason": f"unreadable manifest ({error})"})
+            excluded.append({"path": where, "reason": f"unreadable manifest ({error})"})
             continue
         if digest in seen:
             # A run copied into two result folders is one run, not two seeds.
-            excluded.append({"path": str(path), "reason": f"duplicate of {seen[digest]}"})
+            excluded.append({"path": where, "reason": f"duplicate of {seen[digest]}"})
             continue
-        seen[digest] = str(path)
+        seen[digest] = where
         try:
-            run = load_run(path, source)
+            run = load_run(path, source, where)
         except (run_folders.RunFolderError, ValueError, KeyError) as error:
-            excluded.append({"path": str(path), "reason": f"unreadable ({error})"})
+            excluded.append({"path": where, "reason": f"unreadable ({error})"})
             continue
         loaded.append(run)
     usable, perturbed = [], []
     for run in loaded:
         if run.status != "complete":
-            excluded.append({"path": str(run.path), "reason": f"status {run.status!r}" +
+            excluded.append({"path": run.where, "reason": f"status {run.status!r}" +
                              (f": {run.manifest.get('error')}" if run.manifest.get("error") else "")})
         elif run.seed is None:
-            excluded.append({"path": str(run.path), "reason": "no seed in the manifest"})
+            excluded.append({"path": run.where, "reason": "no seed in the manifest"})
         elif run.perturbation:
             perturbed.append(run)
         else:
@@ -759,14 +893,14 @@ def build_report(dirs, options=None):
         context["protocols"].append(ctx)
     orphans = [r for r in perturbed if r.protocol_key not in protocols]
     for run in orphans:
-        warnings.append(f"{run.path}: a perturbed run without unperturbed runs of its protocol; not used.")
+        warnings.append(f"{run.where}: a perturbed run without unperturbed runs of its protocol; not used.")
     report["runs"] = [_run_record(r, config_of.get(r.path)) for r in usable]
     return report, context
 
 
 def _run_record(run, config):
     return {
-        "path": str(run.path),
+        "path": run.where,
         "source": run.source,
         "configuration": config["id"] if config else None,
         "seed": run.seed,
@@ -796,7 +930,7 @@ def _protocol_section(pid, protocol, configs, perturbed, options, warnings):
             value = run.metric(metric)
             run_values.append(value)
             if value is None:
-                warnings.append(f"{pid} {config['id']}: {run.path} has no value for metric {metric!r}; left out.")
+                warnings.append(f"{pid} {config['id']}: {run.where} has no value for metric {metric!r}; left out.")
                 continue
             by_seed.setdefault(run.seed, []).append(value)
         ordered = sorted(by_seed, key=lambda s: (str(type(s)), s))
@@ -818,6 +952,7 @@ def _protocol_section(pid, protocol, configs, perturbed, options, warnings):
             "id": config["id"],
             "label": config["label"],
             "name": config["name"],
+            "names": config["names"],
             "settings": config["settings"],
             "effective": config["effective"],
             "machine": config["machine"],
@@ -838,7 +973,7 @@ def _protocol_section(pid, protocol, configs, perturbed, options, warnings):
     ids = [c["id"] for c in configs]
     comparison = stats.compare_configurations(
         {cid: values[cid] for cid in ids}, seeds=seeds_of, margin=options.margin, margin_sd=options.margin_sd,
-        alpha=options.alpha, power=options.power, n_boot=options.bootstrap, seed=options.seed,
+        alpha=options.alpha, power=options.power,
     )
     # A paired design needs the same starting point per seed; when a seed's
     # arms started apart, the pairing is kept (same seed, same data order) but flagged.
@@ -914,7 +1049,7 @@ def _curve_section(configs, pairs, options):
     notes = []
     # Few seeds give few distinct permutations: the smallest p they can give,
     # times the number of pairs (Holm's first step), may never reach alpha.
-    capped = [f"{t['a']}-{t['b']} (p >= {t['p_floor']:.3g})" for t in tests
+    capped = [f"{t['a']} vs {t['b']} (p >= {t['p_floor']:.3g})" for t in tests
               if math.isfinite(t.get("p_floor", math.nan)) and t["p_floor"] * len(tests) >= options.alpha]
     if capped:
         notes.append(
@@ -963,7 +1098,9 @@ def make_report(dirs, output, options=None, overwrite=False):
             section["plots"] = plots.draw_all(ctx, output, prefix)
             files.extend(section["plots"].values())
     report["files"] = [REPORT_MD, REPORT_JSON] + files
-    run_folders.atomic_write_json(output / REPORT_JSON, report)
+    # Compact: report.md is the human-readable form, and indentation made the
+    # published report.json files nearly twice as large.
+    run_folders.atomic_write_json(output / REPORT_JSON, report, compact=True)
     run_folders.atomic_write(output / REPORT_MD, render_markdown(report))
     return report
 
@@ -988,6 +1125,69 @@ def _interval(ci, digits=4):
     return f"[{_f(ci[0], digits)}, {_f(ci[1], digits)}]"
 
 
+def _signed(value):
+    return _f(value) if not isinstance(value, float) or not math.isfinite(value) or value < 0 else "+" + _f(value)
+
+
+def _pairs_text(pairs, differences=False):
+    if differences:
+        return ", ".join(f"{p['a']} vs {p['b']} by {_signed(p['primary']['difference'])}" for p in pairs)
+    return ", ".join(f"{p['a']} vs {p['b']}" for p in pairs)
+
+
+def answer(section):
+    """One sentence: what the verdicts of a protocol's pairs say together.
+
+    Args:
+        section: one protocol of a report dict.
+    """
+    pairs = section["comparisons"]["pairs"]
+    metric = section["metric"]["name"]
+    configs = section["configurations"]
+    if not pairs:
+        return (f"Only one configuration ({configs[0]['id']}) ran this protocol: nothing to compare." if configs
+                else "No usable runs: nothing to compare.")
+    margin = _f(section["comparisons"]["margin"])
+    kinds = {kind: [p for p in pairs if p["verdict_kind"] in kinds_of]
+             for kind, kinds_of in (("differ", ("difference",)), ("same", ("identical", "equivalent")),
+                                    ("open", ("inconclusive",)))}
+    listed = 4  # pairs named in the sentence; more are counted
+    if all(p["verdict_kind"] == "identical" for p in pairs):
+        return (f"No configuration changed `{metric}`: {'the' if len(pairs) == 1 else 'all'} {len(pairs)} "
+                f"pair{'s' if len(pairs) != 1 else ''} of configurations gave identical results for every seed.")
+    if not kinds["differ"] and not kinds["open"]:
+        largest = max(abs(p["primary"]["difference"]) for p in pairs)
+        return (f"No configuration changed `{metric}` beyond the margin: {'the' if len(pairs) == 1 else 'all'} "
+                f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''} of configurations "
+                f"{'is' if len(pairs) == 1 else 'are'} equivalent within +/- {margin} (the largest mean "
+                f"difference is {_f(largest, 2)}).")
+    if len(kinds["open"]) == len(pairs):
+        return f"The seeds are too few to decide any of the {len(pairs)} pairs of configurations{_needed(pairs)}."
+    parts = []
+    if kinds["differ"]:
+        shown = kinds["differ"]
+        names = f" ({_pairs_text(shown, differences=True)})" if len(shown) <= listed else " (see Verdicts)"
+        parts.append(f"{len(shown)} of {len(pairs)} pairs of configurations differ in `{metric}`{names}")
+    else:
+        parts.append(f"No difference in `{metric}` is detected in {len(pairs)} pairs of configurations")
+    if kinds["same"]:
+        shown = kinds["same"]
+        names = f" ({_pairs_text(shown)})" if len(shown) <= listed else ""
+        parts.append(f"{len(shown)} {'is' if len(shown) == 1 else 'are'} equivalent within +/- {margin}{names}")
+    if kinds["open"]:
+        parts.append(f"{len(kinds['open'])} {'is' if len(kinds['open']) == 1 else 'are'} inconclusive"
+                     f"{_needed(kinds['open'])}")
+    return parts[0] + ("; " + " and ".join(parts[1:]) if parts[1:] else "") + "."
+
+
+def _needed(pairs):
+    """", up to about N seeds per configuration needed" for inconclusive pairs (or at least 2)."""
+    if any(p["n_a"] < 2 or p["n_b"] < 2 for p in pairs):
+        return " (at least 2 seeds per configuration needed)"
+    needed = [p["power"]["seeds_needed"] for p in pairs if p["power"]["seeds_needed"] is not None]
+    return f", up to about {max(needed)} seeds per configuration needed" if needed else ""
+
+
 def render_markdown(report):
     """report.md from a report dict.
 
@@ -995,6 +1195,15 @@ def render_markdown(report):
         report: as returned by build_report (plus "plots" per protocol).
     """
     lines = ["# Study report", ""]
+    several = len(report["protocols"]) > 1
+    if several:
+        lines += ["**Answer**, per protocol:", ""]
+        lines += [f"- {section['id']}: {answer(section)}" for section in report["protocols"]]
+    elif report["protocols"]:
+        lines.append(f"**Answer:** {answer(report['protocols'][0])}")
+    else:
+        lines.append("**Answer:** no usable runs, nothing to compare.")
+    lines.append("")
     lines.append(f"Made {report['created']} from {', '.join(f'`{d}`' for d in report['inputs'])}: "
                  f"{report['runs_found']} run folders found, {report['runs_used']} used"
                  + (f", {report['perturbed_runs']} perturbed (divergence baseline only)" if report["perturbed_runs"] else "")
@@ -1002,14 +1211,14 @@ def render_markdown(report):
     opts = report["options"]
     lines.append("")
     lines.append(f"Level alpha = {opts['alpha']} (family-wise over the pairs, Holm); power target {opts['power']}; "
-                 f"Hedges g CI from {opts['bootstrap']} bootstrap resamples; curves tested at "
-                 f"{opts['checkpoints']} checkpoints ({'max-t permutation' if opts['curve_test'] == 'maxt' else 'Holm'}); "
-                 f"random seed {opts['seed']}. Methods: docs/study-statistics.md.")
+                 f"curves tested at {opts['checkpoints']} checkpoints "
+                 f"({'max-t permutation' if opts['curve_test'] == 'maxt' else 'Holm'}); random seed {opts['seed']}. "
+                 "Methods: docs/study-statistics.md.")
     lines.append("")
     if report["warnings"]:
         lines += ["## Warnings", ""] + [f"- {w}" for w in report["warnings"]] + [""]
     for section in report["protocols"]:
-        lines += _protocol_markdown(section, len(report["protocols"]) > 1)
+        lines += _protocol_markdown(section, several)
     if report["excluded"]:
         lines += ["## Runs left out", "", "| run | reason |", "| --- | --- |"]
         lines += [f"| `{e['path']}` | {e['reason']} |" for e in report["excluded"]]
@@ -1034,15 +1243,30 @@ def _determinism_cell(audit):
     return f"**DEFECT**: {cell}" if audit["status"] == "defect" else cell
 
 
+def _verdict_line(pair, comparison):
+    primary = pair["primary"]
+    text = (f"- **{pair['a']} vs {pair['b']}: {pair['verdict']}** ({pair['a']} - {pair['b']} = "
+            f"{_f(primary['difference'])}, {int(100 * (1 - comparison['alpha']))}% CI {_interval(primary['ci'])}, "
+            f"{primary['test']}" + (f" on {pair['shared_seeds']} seeds" if pair["design"] == "paired" else "")
+            + f", Holm p {_p(pair['p_holm']['primary'])}")
+    per_seed = pair.get("seed_differences")
+    if per_seed and pair["verdict_kind"] != "identical":
+        text += (f"; higher in {pair['a']} for {per_seed['a_higher']} of {per_seed['n']} seeds, in {pair['b']} "
+                 f"for {per_seed['b_higher']}")
+        if per_seed["beyond_margin"] is not None:
+            text += f"; {per_seed['beyond_margin']} of {per_seed['n']} seeds differ by more than the margin"
+        text += f"; largest difference of a seed {_f(per_seed['largest'], 2)}"
+    return text + (f"; {'; '.join(pair['notes'])}" if pair["notes"] else "") + ")"
+
+
 def _protocol_markdown(section, several):
-    pid = section["id"]
     level = "###" if several else "##"
     lines = []
     if several:
         protocol = section["protocol"]
         model = (protocol.get("model") or {}).get("name") or (protocol.get("options") or {}).get("model")
         name = (protocol.get("protocol") or {}).get("name")
-        lines += [f"## Protocol {pid}" + "".join(f": {v}" for v in (name or model,) if v), ""]
+        lines += [f"## Protocol {section['id']}" + "".join(f": {v}" for v in (name or model,) if v), ""]
     metric = section["metric"]
     comparison = section["comparisons"]
     lines += [f"{level} Verdicts", ""]
@@ -1050,25 +1274,19 @@ def _protocol_markdown(section, several):
                  f"Equivalence margin: +/- {_f(comparison['margin'])} ({comparison['margin_rule']}; pooled seed SD "
                  f"{_f(comparison['pooled_sd'])}).")
     lines.append("")
-    labels = {c["id"]: c["label"] for c in section["configurations"]}
     if not comparison["pairs"]:
         lines += ["Only one configuration: nothing to compare.", ""]
-    for pair in comparison["pairs"]:
-        lines.append(f"- **{pair['a']} vs {pair['b']}: {pair['verdict']}** "
-                     f"({pair['a']} - {pair['b']} = {_f(pair['primary']['difference'])}, "
-                     f"{int(100 * (1 - comparison['alpha']))}% CI {_interval(pair['primary']['ci'])}, "
-                     f"{pair['primary']['test']}, Holm p {_p(pair['p_holm']['primary'])}"
-                     + (f"; {'; '.join(pair['notes'])}" if pair["notes"] else "") + ")")
+    lines += [_verdict_line(pair, comparison) for pair in comparison["pairs"]]
     lines.append("")
     lines += [f"{level} Configurations", "",
-              "| id | configuration | hosts | seeds | runs | mean | SD | 95% CI | determinism |",
+              "| configuration | what it is | hosts | seeds | runs | mean | SD | 95% CI | determinism |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in section["configurations"]:
         s = c["summary"]
-        det = _determinism_cell(c["determinism"])
-        name = f"{c['name']}: " if c.get("name") else ""
-        lines.append(f"| {c['id']} | {name}{c['label']} | {', '.join(c['hosts'])} | {s['n']} | {c['runs']} | "
-                     f"{_f(s['mean'])} | {_f(s['sd'])} | {_interval(s['ci'])} | {det} |")
+        others = [n for n in c.get("names") or [] if n != c["id"]]
+        label = c["label"] + (f" (also named {', '.join(others)})" if others else "")
+        lines.append(f"| {c['id']} | {label} | {', '.join(c['hosts'])} | {s['n']} | {c['runs']} | "
+                     f"{_f(s['mean'])} | {_f(s['sd'])} | {_interval(s['ci'])} | {_determinism_cell(c['determinism'])} |")
     lines.append("")
     lines.append("CI: t-based, (1 - alpha). Determinism: share of repeats (re-runs of a seed) whose final weights "
                  "and loss curve are bit-identical to the seed's first run; a configuration that asks for "
@@ -1085,30 +1303,59 @@ def _protocol_markdown(section, several):
     if "final_metric" in plots:
         lines += [f"![final metric per configuration]({plots['final_metric']})", ""]
 
+    paired = [p for p in comparison["pairs"] if p["design"] == "paired"]
+    unpaired = [p for p in comparison["pairs"] if p["design"] != "paired"]
+    width = int(100 * (1 - comparison["alpha"]))
+    if paired:
+        lines += [f"{level} Paired tests (the primary analysis: the arms share seeds)", "",
+                  "Each seed ran in both configurations from the same initial weights and data order, so the "
+                  "per-seed differences carry the comparison and the seed-to-seed spread cancels.", "",
+                  f"| pair (A vs B) | seeds | mean difference A - B | {width}% CI | SD of the differences | higher in A / B / equal | "
+                  "beyond the margin | largest | paired t p (Holm) | Wilcoxon p (Holm) | TOST p (Holm) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for pair in paired:
+            h, t, d = pair["p_holm"], pair["paired"], pair["seed_differences"]
+            beyond = "n/a" if d["beyond_margin"] is None else f"{d['beyond_margin']} of {d['n']}"
+            lines.append(
+                f"| {pair['a']} vs {pair['b']} | {t['n']} | {_f(t['difference'])} | {_interval(t['ci'])} | "
+                f"{_f(t['sd'])} | {d['a_higher']} / {d['b_higher']} / {d['equal']} | {beyond} | "
+                f"{_f(d['largest'], 2)} | {_p(t['p'])} ({_p(h['paired'])}) | "
+                f"{_p(t['wilcoxon_p'])} ({_p(h['wilcoxon'])}) | "
+                f"{_p(pair['tost']['p']) if pair['tost'] else 'n/a'} ({_p(h['tost'])}) |")
+        lines.append("")
+    if unpaired:
+        lines += [f"{level} Unpaired tests (the primary analysis where the arms share too few seeds)", "",
+                  f"| pair (A vs B) | n | difference A - B | {width}% CI | Welch p (Holm) | Mann-Whitney p (Holm) | TOST p (Holm) |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for pair in unpaired:
+            h, w = pair["p_holm"], pair["welch"]
+            lines.append(
+                f"| {pair['a']} vs {pair['b']} | {pair['n_a']}/{pair['n_b']} | {_f(w['difference'])} | "
+                f"{_interval(w['ci'])} | {_p(w['p'])} ({_p(h['welch'])}) | "
+                f"{_p(pair['mann_whitney']['p'])} ({_p(h['mann_whitney'])}) | "
+                f"{_p(pair['tost']['p']) if pair['tost'] else 'n/a'} ({_p(h['tost'])}) |")
+        lines.append("")
     if comparison["pairs"]:
-        lines += [f"{level} Pairwise tests", "",
-                  "| pair | design | n | difference (primary) | Welch p (Holm) | paired t p (Holm) | Mann-Whitney p (Holm) | "
-                  "Levene p (Holm) | Hedges g [CI] | TOST p (Holm) |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"{level} Spread and effect size", "",
+                  ("Welch's and Mann-Whitney's tests of the paired pairs ignore the pairing (shown for reference; "
+                   "the seed-to-seed spread swamps them). " if paired else "")
+                  + "Levene: whether the spread over seeds differs. g: the mean difference in units of the pooled "
+                  "seed SD (Hedges' g), on the seeds the verdict uses.", "",
+                  "| pair (A vs B) | Welch p (Holm) | Mann-Whitney p (Holm) | Levene p (Holm) | SD ratio A / B | g |",
+                  "| --- | --- | --- | --- | --- | --- |"]
         for pair in comparison["pairs"]:
             h = pair["p_holm"]
-            g = pair["hedges_g"]
-            n = f"{pair['shared_seeds']} shared" if pair["design"] == "paired" else f"{pair['n_a']}/{pair['n_b']}"
-            lines.append(
-                f"| {pair['a']}-{pair['b']} | {pair['design']} | {n} | {_f(pair['primary']['difference'])} | "
-                f"{_p(pair['welch']['p'])} ({_p(h['welch'])}) | "
-                f"{_p(pair['paired']['p']) if pair['paired'] else 'n/a'} ({_p(h['paired'])}) | "
-                f"{_p(pair['mann_whitney']['p'])} ({_p(h['mann_whitney'])}) | "
-                f"{_p(pair['levene']['p'])} ({_p(h['levene'])}) | {_f(g['g'], 3)} {_interval(g['ci'], 3)} | "
-                f"{_p(pair['tost']['p']) if pair['tost'] else 'n/a'} ({_p(h['tost'])}) |"
-            )
+            lines.append(f"| {pair['a']} vs {pair['b']} | {_p(pair['welch']['p'])} ({_p(h['welch'])}) | "
+                         f"{_p(pair['mann_whitney']['p'])} ({_p(h['mann_whitney'])}) | "
+                         f"{_p(pair['levene']['p'])} ({_p(h['levene'])}) | {_f(pair['levene']['sd_ratio'], 3)} | "
+                         f"{_f(pair['hedges_g']['g'], 3)} |")
         lines.append("")
         lines += [f"{level} Power", "",
                   "| pair | SD used | power now (detect / equivalence) | seeds to detect the margin | "
                   "seeds to show equivalence | seeds needed |", "| --- | --- | --- | --- | --- | --- |"]
         for pair in comparison["pairs"]:
             pw = pair["power"]
-            lines.append(f"| {pair['a']}-{pair['b']} | {_f(pw['sd'])} ({pw['sd_kind']}) | "
+            lines.append(f"| {pair['a']} vs {pair['b']} | {_f(pw['sd'])} ({pw['sd_kind']}) | "
                          f"{_f(pw['power_now_detect'], 2)} / {_f(pw['power_now_equivalence'], 2)} | "
                          f"{_f(pw['seeds_to_detect_margin'])} | {_f(pw['seeds_to_show_equivalence'])} | "
                          f"{_f(pw['seeds_needed'])} |")
@@ -1133,7 +1380,7 @@ def _protocol_markdown(section, several):
                       "| --- | --- | --- | --- | --- | --- |"]
             for test in curves["tests"]:
                 where = [str(c) for c, s in zip(test["checkpoints"], test["significant"]) if s]
-                lines.append(f"| {test['a']}-{test['b']} | {test['design']} | {'yes' if test['differs'] else 'no'} | "
+                lines.append(f"| {test['a']} vs {test['b']} | {test['design']} | {'yes' if test['differs'] else 'no'} | "
                              f"{_p(test['p_global_holm'])} | {_f(test['first_significant'])} | "
                              f"{', '.join(where) or 'none'} |")
             lines.append("")

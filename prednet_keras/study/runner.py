@@ -6,6 +6,7 @@
       seeds/seed-NNNN/               each seed's shared starting point (starting_points.py)
       runs/<configuration>/seed-NNNN-rK/      finished run folders (prednet-train's layout + log.txt)
       runs/<configuration>/.partial-seed-...  a run in progress (or one that failed: kept to read its log)
+      runs.tar.xz                    finished runs packed (`prednet-study pack`, archive.py); unpack to resume
       report/                        `prednet-study report`, made when every run is done
 
 Resuming is running the same command again: finished run folders are never
@@ -38,7 +39,7 @@ import time
 from pathlib import Path
 
 from prednet_keras import runs
-from prednet_keras.study import starting_points
+from prednet_keras.study import archive, starting_points
 from prednet_keras.study.spec import SpecError
 
 __all__ = ["EXECUTORS", "StudyFolderError", "finish_run", "make_partial", "plan_status", "prepare_run", "run_manifest",
@@ -48,7 +49,7 @@ FORMAT = "prednet-keras-study"
 STUDY_RECORD = "study.json"
 SPEC_COPY = "spec.toml"
 LOCK = ".lock"
-RUNS = "runs"
+RUNS = archive.RUNS
 PARTIAL = ".partial-"
 LOG = "log.txt"
 EXECUTORS = ("local", "ray")
@@ -81,8 +82,13 @@ def plan_status(spec, study_dir, configurations=None):
     """(finished, pending) planned runs of `spec` in `study_dir`.
 
     A final folder whose manifest is not complete is damaged (someone edited
-    or half-copied it): an error, since it is never rewritten.
+    or half-copied it): an error, since it is never rewritten. So is a packed
+    study whose archive holds runs that runs/ lacks: they would be trained again.
     """
+    missing = archive.missing_runs(study_dir)
+    if missing:
+        raise StudyFolderError(f"{Path(study_dir) / archive.ARCHIVE} holds {len(missing)} finished run(s) that "
+                               f"{Path(study_dir) / RUNS} lacks; unpack them first: prednet-study unpack {study_dir}")
     finished, pending = [], []
     for run in spec.planned_runs(configurations):
         folder = run_folder(study_dir, run)

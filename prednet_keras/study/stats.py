@@ -8,9 +8,10 @@ references are in docs/study-statistics.md. In short:
   before they get here, since they share the seed's starting point and would
   otherwise count one seed several times;
 - every pair of configurations gets Welch's t-test, Mann-Whitney U, Levene
-  (Brown-Forsythe, for a change in spread), Hedges' g with a bootstrap CI, a
-  paired t-test and Wilcoxon signed-rank when the arms share seeds, and TOST
-  for equivalence within a margin; p-values are Holm-adjusted across pairs;
+  (Brown-Forsythe, for a change in spread), Hedges' g, a paired t-test,
+  Wilcoxon signed-rank and a count of the per-seed differences when the arms
+  share seeds, and TOST for equivalence within a margin; p-values are
+  Holm-adjusted across pairs;
 - the verdict uses the paired design when the arms share seeds (the study gives
   every arm of a seed the same initial weights and data order), Welch otherwise;
 - whole curves are compared at checkpoints with the family-wise error held by
@@ -30,12 +31,10 @@ from scipy import special, stats
 
 __all__ = [
     "ALPHA",
-    "BOOTSTRAP",
     "MARGIN_SD",
     "MIN_PAIRED",
     "PERMUTATIONS",
     "POWER",
-    "bootstrap_hedges_g",
     "compare_configurations",
     "compare_curves",
     "compare_pair",
@@ -51,6 +50,7 @@ __all__ = [
     "power_equivalence",
     "seeds_needed_difference",
     "seeds_needed_equivalence",
+    "seed_differences",
     "summarize_divergence",
     "tost_paired",
     "tost_welch",
@@ -63,7 +63,6 @@ POWER = 0.8
 # The margin "no effect" is tested against, as a fraction of the pooled seed SD
 # (study.md: 0.5 x seed SD); report options can fix an absolute margin instead.
 MARGIN_SD = 0.5
-BOOTSTRAP = 2000
 PERMUTATIONS = 2000
 # Fewer shared seeds than this and a paired test has too few degrees of freedom
 # to be worth giving up Welch's larger n.
@@ -177,40 +176,6 @@ def hedges_g(a, b):
     return float(_hedges_rows(a[None, :], b[None, :])[0])
 
 
-def bootstrap_hedges_g(a, b, paired=False, n_boot=BOOTSTRAP, alpha=ALPHA, rng=None):
-    """Percentile bootstrap confidence interval of Hedges' g.
-
-    Args:
-        a, b: the two samples.
-        paired: resample seeds jointly (a[i] and b[i] are the same seed), which
-            keeps the correlation a shared starting point gives the two arms.
-        n_boot: bootstrap resamples.
-        alpha: the interval is (1 - alpha).
-        rng: a numpy Generator (seeded by the caller, so reports repeat exactly).
-
-    Returns:
-        [low, high]; NaN when not computable. Resamples without spread in both
-        arms give no finite g and are left out.
-    """
-    a, b = _values(a), _values(b)
-    if a.size < 2 or b.size < 2 or n_boot < 1:
-        return [math.nan, math.nan]
-    rng = rng if rng is not None else np.random.default_rng(0)
-    if paired:
-        if a.size != b.size:
-            raise ValueError("Paired bootstrap needs samples of equal length (one value per shared seed).")
-        index = rng.integers(0, a.size, size=(n_boot, a.size))
-        g = _hedges_rows(a[index], b[index])
-    else:
-        g = _hedges_rows(a[rng.integers(0, a.size, size=(n_boot, a.size))],
-                         b[rng.integers(0, b.size, size=(n_boot, b.size))])
-    g = g[np.isfinite(g)]
-    if g.size == 0:
-        return [math.nan, math.nan]
-    low, high = np.quantile(g, [alpha / 2, 1 - alpha / 2])
-    return [float(low), float(high)]
-
-
 # -------------------------------------------------------------------- tests
 
 
@@ -276,6 +241,28 @@ def paired_test(a, b, alpha=ALPHA):
     else:
         out["wilcoxon_p"] = float(stats.wilcoxon(d).pvalue)
     return out
+
+
+def seed_differences(a, b, margin=None):
+    """What the per-seed differences a[i] - b[i] are, one by one (the paired
+    tests summarise them by their mean; a mean inside the margin can hide
+    seeds outside it).
+
+    Args:
+        a, b: equal-length samples, aligned by seed.
+        margin: count the differences beyond +/- margin (None: not counted).
+
+    Returns:
+        dict: n, a_higher, b_higher, equal (seed counts), largest (the largest
+        |a[i] - b[i]|), beyond_margin (count of |a[i] - b[i]| > margin, or None).
+    """
+    a, b = _values(a), _values(b)
+    if a.size != b.size:
+        raise ValueError("Per-seed differences need one value per shared seed in each sample.")
+    d = a - b
+    return {"n": int(d.size), "a_higher": int(np.sum(d > 0)), "b_higher": int(np.sum(d < 0)),
+            "equal": int(np.sum(d == 0)), "largest": float(np.max(np.abs(d))) if d.size else math.nan,
+            "beyond_margin": None if margin is None or not math.isfinite(margin) else int(np.sum(np.abs(d) > margin))}
 
 
 def mann_whitney(a, b):
@@ -536,8 +523,7 @@ def _shared_seeds(seeds_a, seeds_b, n_a, n_b):
     return shared
 
 
-def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, power=POWER,
-                 n_boot=BOOTSTRAP, rng=None):
+def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, power=POWER):
     """Every test for one pair of configurations, before adjustment across pairs.
 
     Args:
@@ -548,15 +534,14 @@ def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, pow
         margin: equivalence margin; None skips TOST.
         alpha: level of every test.
         power: wanted power for the seeds-needed estimates.
-        n_boot: bootstrap resamples for the CI of Hedges' g.
-        rng: numpy Generator for the bootstrap.
 
     Returns:
         dict with n_a, n_b, mean_a, mean_b, difference (A - B), design
         ("paired" or "independent"), shared_seeds, welch, mann_whitney,
-        levene, paired (or None), hedges_g, tost, tost_welch, primary
-        ({test, p}) and power. Holm-adjusted p-values and the verdict are added
-        by compare_configurations.
+        levene, paired and seed_differences (None unless paired), hedges_g,
+        tost, tost_welch, primary ({test, p, difference, ci}) and power.
+        Holm-adjusted p-values and the verdict are added by
+        compare_configurations.
     """
     a, b = _values(a), _values(b)
     shared = _shared_seeds(seeds_a, seeds_b, a.size, b.size)
@@ -572,6 +557,7 @@ def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, pow
         "mann_whitney": mann_whitney(a, b),
         "levene": levene_test(a, b),
         "paired": None,
+        "seed_differences": None,
         "identical_seeds": _identical_seeds(a, b, seeds_a, seeds_b),
     }
     if shared:
@@ -580,12 +566,11 @@ def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, pow
         pa = a[[index_a[s] for s in shared]]
         pb = b[[index_b[s] for s in shared]]
         out["paired"] = paired_test(pa, pb, alpha)
-        g_ci = bootstrap_hedges_g(pa, pb, paired=True, n_boot=n_boot, alpha=alpha, rng=rng)
-    else:
-        g_ci = bootstrap_hedges_g(a, b, paired=False, n_boot=n_boot, alpha=alpha, rng=rng)
-    # The point estimate comes from the same seeds as its interval.
-    out["hedges_g"] = {"g": hedges_g(pa, pb) if shared else hedges_g(a, b), "ci": g_ci, "bootstrap": int(n_boot),
-                       "seeds": "shared" if shared else "all", "paired_resampling": bool(shared)}
+        out["seed_differences"] = seed_differences(pa, pb, margin)
+    # The shift in units of the seed-to-seed spread, on the seeds the verdict
+    # uses. No interval: a bootstrap of g over a few skewed seeds gave
+    # intervals such as [-9e7, -9e-8], which say nothing.
+    out["hedges_g"] = {"g": hedges_g(pa, pb) if shared else hedges_g(a, b), "seeds": "shared" if shared else "all"}
 
     out["tost_welch"] = tost_welch(a, b, margin, alpha) if margin is not None else None
     if shared:
@@ -642,8 +627,7 @@ _FAMILIES = {
 }
 
 
-def compare_configurations(groups, seeds=None, margin=None, margin_sd=MARGIN_SD, alpha=ALPHA, power=POWER,
-                           n_boot=BOOTSTRAP, seed=0):
+def compare_configurations(groups, seeds=None, margin=None, margin_sd=MARGIN_SD, alpha=ALPHA, power=POWER):
     """Every pair of configurations, with Holm adjustment across pairs and a verdict each.
 
     Args:
@@ -655,9 +639,6 @@ def compare_configurations(groups, seeds=None, margin=None, margin_sd=MARGIN_SD,
         margin_sd: fraction of the pooled seed SD used when margin is None.
         alpha: level (family-wise across pairs).
         power: wanted power for the seeds-needed estimates.
-        n_boot: bootstrap resamples per pair.
-        seed: seeds the bootstrap; pair (i, j) uses default_rng([seed, i, j]), so
-            adding a configuration does not change the other pairs' intervals.
 
     Returns:
         dict: margin, margin_rule, pooled_sd, alpha, pairs (list of compare_pair
@@ -680,7 +661,7 @@ def compare_configurations(groups, seeds=None, margin=None, margin_sd=MARGIN_SD,
     for i, j in itertools.combinations(range(len(names)), 2):
         a, b = names[i], names[j]
         result = compare_pair(arrays[a], arrays[b], seeds.get(a), seeds.get(b), margin=used, alpha=alpha,
-                              power=power, n_boot=n_boot, rng=np.random.default_rng([seed, i, j]))
+                              power=power)
         pairs.append({"a": a, "b": b, **result})
     for family, get in _FAMILIES.items():
         for pair, adjusted in zip(pairs, holm([get(pair) for pair in pairs])):

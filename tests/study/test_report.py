@@ -16,9 +16,9 @@ from prednet_keras.study.report import ReportOptions, build_report, make_report
 from .synthetic_runs import write_run
 
 SEEDS = range(8)
-# Smaller resampling budgets than the defaults keep the tests quick; the
+# A smaller permutation budget than the default keeps the tests quick; the
 # statistics are the same.
-FAST = dict(bootstrap=500, permutations=500)
+FAST = dict(permutations=500)
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +136,9 @@ def test_determinism_audit_measures_the_run_to_run_metric_difference(machines, m
     saved = json.loads((out / "report.json").read_text())["protocols"][0]["configurations"]
     assert {c["id"]: c["determinism"]["max_metric_difference"] for c in saved} == {
         c["id"]: c["determinism"]["max_metric_difference"] for c in section["configurations"]}
+    ids = {c["id"] for c in section["configurations"]}
     rows = {line.split(" | ")[0].lstrip("| "): line for line in (out / "report.md").read_text().splitlines()
-            if line.startswith("| C")}
+            if line.split(" | ")[0].lstrip("| ") in ids and line.count(" | ") > 5}
     broken_id = _config(section, tf32=False)["id"]
     assert (f"**DEFECT**: defect (0/1 repeats identical; metric differs by up to "
             f"{abs(repeat - first):.2g})") in rows[broken_id]
@@ -175,7 +176,7 @@ def test_markdown_says_it_in_words(merged):
     text = (out / "report.md").read_text()
     assert "difference detected" in text and "equivalent within +/-" in text
     assert "![loss curves](loss_curves.png)" in text
-    assert "| id | configuration |" in text
+    assert "| configuration | what it is |" in text
 
 
 def test_each_machine_alone_and_merged(machines):
@@ -281,8 +282,7 @@ def test_cli(machines, tmp_path):
     cpu, gpu = machines
     out = tmp_path / "report"
     runner = CliRunner()
-    args = ["report", str(cpu), str(gpu), "-o", str(out), "--no-plots", "--bootstrap", "200",
-            "--permutations", "200"]
+    args = ["report", str(cpu), str(gpu), "-o", str(out), "--no-plots", "--permutations", "200"]
     result = runner.invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "difference detected" in result.output
@@ -338,3 +338,68 @@ def test_repeats_with_other_weights_but_the_same_metric_say_so():
         claims_determinism=False,
     )
     assert _determinism_cell(audit) == "not deterministic (0/1 repeats identical; the metric itself equal)"
+
+
+def _named_run(root, name, seed, configuration, **kwargs):
+    return write_run(root, name, seed=seed, extra={"study": {"replicate": 1, "perturbation": None,
+                                                             "configuration": configuration}}, **kwargs)
+
+
+def test_configurations_are_named_by_the_spec_and_described_by_what_they_are(tmp_path):
+    for seed in range(4):
+        _named_run(tmp_path / "a", f"cpu-{seed}", seed, "cpu-tf", threads=2)
+        _named_run(tmp_path / "a", f"gpu-{seed}", seed, "gpu-tf", machine="gpu-box", device="gpu")
+        # The same arm run by a second study under another name: one configuration, two names.
+        _named_run(tmp_path / "b", f"gpu-{seed}", seed, "gpu-default", machine="gpu-box", device="gpu", noise=3)
+        _named_run(tmp_path / "b", f"no-tf32-{seed}", seed, "gpu-no-tf32", machine="gpu-box", device="gpu",
+                   tf32=False)
+    report, _ = build_report([tmp_path / "a", tmp_path / "b"], ReportOptions(**FAST))
+    configs = {c["id"]: c for c in report["protocols"][0]["configurations"]}
+    assert sorted(configs) == ["cpu-tf", "gpu-default", "gpu-no-tf32"]  # gpu-tf and gpu-default merged
+    assert configs["gpu-default"]["names"] == ["gpu-default", "gpu-tf"]
+    # The label names the library, the device and the precision the convolutions ran in.
+    assert configs["cpu-tf"]["label"] == ("TensorFlow 2.21.0, CPU (Intel(R) Core(TM) i7-6800K CPU @ 3.40GHz), "
+                                          "2 threads, deterministic, float32")
+    assert configs["gpu-default"]["label"].endswith("TF32 on (default)")
+    assert configs["gpu-no-tf32"]["label"].endswith("TF32 off")
+    text = study_report.render_markdown(report)
+    assert "| gpu-default | TensorFlow 2.21.0, GPU (NVIDIA H200), deterministic, TF32 on (default) (also named gpu-tf)" in text
+    assert "C1" not in text
+
+
+def test_one_spec_name_on_two_machines_names_two_configurations(tmp_path):
+    for seed in range(3):
+        _named_run(tmp_path, f"intel-{seed}", seed, "cpu-tf", threads=2)
+        _named_run(tmp_path, f"amd-{seed}", seed, "cpu-tf", threads=2, machine="gpu-box")
+    report, _ = build_report([tmp_path], ReportOptions(**FAST))
+    assert sorted(c["id"] for c in report["protocols"][0]["configurations"]) == [
+        "cpu-tf@amd-epyc-9334-32-core-pr", "cpu-tf@intel-r-core-tm-i7-6800k"]
+
+
+def test_configurations_without_spec_names_get_names_from_their_settings(merged):
+    report, _ = merged
+    ids = sorted(c["id"] for c in report["protocols"][0]["configurations"])
+    # Only what tells them apart: threads, TF32 (deterministic is the same for all).
+    assert ids == ["tensorflow-cpu-1-thread", "tensorflow-cpu-2-threads", "tensorflow-gpu", "tensorflow-gpu-no-tf32"]
+
+
+def test_the_report_opens_with_a_one_sentence_answer(merged):
+    report, out = merged
+    first = (out / "report.md").read_text().splitlines()[2]
+    sentence = study_report.answer(report["protocols"][0])
+    assert first == f"**Answer:** {sentence}"
+    assert sentence.count(". ") == 0 and sentence.endswith(".")
+    assert "pairs of configurations differ in `final_loss_mean`" in sentence
+    assert "tensorflow-cpu-1-thread vs tensorflow-cpu-2-threads" in sentence  # the equivalent pair, named
+
+
+def test_paired_pairs_lead_with_the_per_seed_differences(merged):
+    report, out = merged
+    text = (out / "report.md").read_text()
+    assert text.index("## Paired tests") < text.index("## Spread and effect size")
+    (section,) = report["protocols"]
+    pair = _pair(section, _config(section, threads=1), _config(section, threads=2))
+    per_seed = pair["seed_differences"]
+    assert per_seed["n"] == 8 and per_seed["beyond_margin"] is not None
+    assert "ci" not in pair["hedges_g"]  # no bootstrap interval of g any more
+    assert f"| {pair['a']} vs {pair['b']} | 8 | " in text

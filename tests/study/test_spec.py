@@ -257,11 +257,12 @@ COMMITTED_STUDIES = [("chainer-configurations.toml", "chainer-configurations"), 
 
 
 @pytest.mark.parametrize("spec_name, folder", COMMITTED_STUDIES)
-def test_committed_study_folders_still_plan_every_seed_alike(spec_name, folder):
+def test_committed_study_folders_still_plan_every_seed_alike(spec_name, folder, tmp_path):
     import json
+    import shutil
     from pathlib import Path
 
-    from prednet_keras.study import runner
+    from prednet_keras.study import archive, runner
 
     root = Path(__file__).resolve().parents[2] / "docs" / "study"
     spec = load_spec(root / spec_name)
@@ -271,8 +272,14 @@ def test_committed_study_folders_still_plan_every_seed_alike(spec_name, folder):
     assert merged["replicate_seeds"] == spec.replicate_seeds  # the folder replicated no seed the spec does not
     runs_per_seed = [spec.replicates_of(seed) for seed in spec.seeds]
     assert len(spec.planned_runs()) == sum(runs_per_seed) * len(spec.configurations)
-    finished, pending = runner.plan_status(spec, root / folder)
+    # The published folder keeps its runs packed; unpacked (as its README says), they are the spec's finished runs.
+    with pytest.raises(runner.StudyFolderError, match="unpack them first"):
+        runner.plan_status(spec, root / folder)
+    shutil.copy(root / folder / archive.ARCHIVE, tmp_path)
+    archive.unpack(tmp_path)
+    finished, pending = runner.plan_status(spec, tmp_path)
     assert len(finished) + len(pending) == len(spec.planned_runs())
+    assert len(finished) == len(archive.archived_runs(tmp_path / archive.ARCHIVE))
 
 
 def test_a_study_run_before_a_train_option_existed_resumes_with_that_options_old_value(tmp_path):

@@ -91,15 +91,14 @@ def test_hedges_g_formula():
     assert stats.hedges_g(a, b) == pytest.approx(d * math.gamma(8) / (math.sqrt(8) * math.gamma(7.5)))
 
 
-def test_bootstrap_ci_is_seeded_and_covers_g():
-    a, b = _pair(6, 30, 30, shift=1.5)
-    first = stats.bootstrap_hedges_g(a, b, rng=np.random.default_rng(1))
-    again = stats.bootstrap_hedges_g(a, b, rng=np.random.default_rng(1))
-    other = stats.bootstrap_hedges_g(a, b, rng=np.random.default_rng(2))
-    assert first == again
-    assert first != other
-    assert first[0] < stats.hedges_g(a, b) < first[1]
-    assert first[1] < 0  # a planted shift of 1.5 SD: the whole interval is negative
+def test_seed_differences_count_each_seed():
+    a = np.array([0.10, 0.20, 0.30, 0.40, 0.50])
+    b = np.array([0.10, 0.19, 0.33, 0.40, 0.45])
+    out = stats.seed_differences(a, b, margin=0.02)
+    assert (out["n"], out["a_higher"], out["b_higher"], out["equal"]) == (5, 2, 1, 2)
+    assert out["largest"] == pytest.approx(0.05)
+    assert out["beyond_margin"] == 2  # 0.03 and 0.05; 0.01 is inside
+    assert stats.seed_differences(a, b)["beyond_margin"] is None
 
 
 def test_holm_known_values():
@@ -165,7 +164,8 @@ def test_planted_shift_is_detected():
     by_pair = {(p["a"], p["b"]): p for p in result["pairs"]}
     assert by_pair["cpu", "gpu"]["verdict"] == "difference detected"
     assert by_pair["cpu", "gpu2"]["verdict"] == "difference detected"
-    assert by_pair["cpu", "gpu"]["hedges_g"]["ci"][1] < 0
+    assert by_pair["cpu", "gpu"]["hedges_g"]["g"] < -1  # a planted shift of 1.5 SD
+    assert by_pair["cpu", "gpu"]["seed_differences"] is None  # no seeds given: not paired
     assert by_pair["gpu", "gpu2"]["verdict_kind"] != "difference"
     # Holm over 3 pairs: the smallest p is multiplied by 3.
     ps = [p["primary"]["p"] for p in result["pairs"]]
@@ -200,6 +200,10 @@ def test_fixed_margin_and_paired_design():
     assert pair["verdict_kind"] == "equivalent"
     assert pair["tost_welch"]["p"] > 0.05
     assert pair["paired"]["difference"] == pytest.approx(np.mean(a - b))
+    per_seed = pair["seed_differences"]
+    assert per_seed["n"] == 20 and per_seed["a_higher"] + per_seed["b_higher"] + per_seed["equal"] == 20
+    assert per_seed["largest"] == pytest.approx(np.max(np.abs(a - b)))
+    assert per_seed["beyond_margin"] == int(np.sum(np.abs(a - b) > 0.05))
 
 
 def test_bit_identical_arms_are_equivalent():
