@@ -18,8 +18,9 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from prednet_keras import runs
 from prednet_keras.cli.study import main as study_cli
-from prednet_keras.study import runner, spec_rules
+from prednet_keras.study import ray_executor, runner, spec_rules
 from prednet_keras.study.spec import SpecError, parse_spec
 from tests.reliability.faults import snapshot
 
@@ -275,3 +276,116 @@ def test_fuzzed_specs_are_accepted_or_refused_cleanly():
     assert len(single) == len(FUZZ_PLACES) * len(FUZZ_VALUES) > 2500
     assert 100 < sum(single) < len(single) - 2000 and 0 < sum(several) < 450, (sum(single), sum(several))
     assert time.perf_counter() - started < 20
+
+
+# Case 9: a Ray retry's manifest said attempt 1.
+
+
+class _Ref:
+    def __init__(self, answer):
+        self.answer = answer
+
+
+class _FakeRay:
+    """Ray as ray_executor._execute uses it, running each task at once in this process.
+
+    `script` gives, per submitted task, what each of Ray's tries of it does:
+    "worker dies" (Ray runs the task again, same arguments), "killed" (the
+    training process was killed: exit -9, the driver retries) or "done".
+    Each try starts as the real task does: ray_executor.begin_attempt.
+    """
+
+    class exceptions:  # as ray.exceptions
+        class TaskCancelledError(Exception):
+            pass
+
+    def __init__(self, script):
+        self.script = list(script)
+        self.submitted = []
+
+    def nodes(self):
+        return [{"Alive": True, "Resources": {"CPU": 4.0}, "NodeManagerAddress": "127.0.0.1"}]
+
+    def cluster_resources(self):
+        return {"CPU": 4.0}
+
+    def remote(self, function):
+        assert function is ray_executor.train_on_node
+        return _FakeTask(self)
+
+    def wait(self, refs, num_returns, timeout):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        return ref.answer
+
+    def cancel(self, ref, force=False):
+        pass
+
+    def run(self, partial, manifest, runtime, attempt, request):
+        self.submitted.append(attempt)
+        node = {"kind": "ray", "node_ip": "127.0.0.1", "host": "fake"}
+        for outcome in self.script.pop(0):
+            written = ray_executor.begin_attempt(partial, manifest, node, attempt)
+            if outcome == "worker dies":
+                continue
+            executor = written["study"]["executor"]
+            if outcome == "killed":
+                return _Ref({"code": -9, "seconds": 0.0, "node": executor})
+            # The training process completes the run (what finish_run checks).
+            written.update(status="complete", initial_weights={"checksum": written["study"]["seed_checksum"]})
+            runs.RunFolder(partial).write_manifest(written)
+            return _Ref({"code": 0, "seconds": 0.0, "node": executor})
+        raise AssertionError("Ray gave up on the task")
+
+
+class _FakeTask:
+    def __init__(self, ray):
+        self.ray = ray
+
+    def options(self, **options):
+        return self
+
+    def remote(self, *args):
+        return self.ray.run(*args)
+
+
+class _Messages:
+    def __init__(self):
+        self.lines = []
+
+    def message(self, text):
+        self.lines.append(text)
+
+    def run_started(self, run):
+        pass
+
+    def run_finished(self, result, done, total):
+        pass
+
+
+def test_a_ray_retry_records_the_attempt_it_is(tmp_path):
+    spec = parse_spec({"model": "autoencoder", "seeds": 1, "train": {"protocol": "quick", "images": 20},
+                       "configurations": {"one-thread": {"threads": 1}}})
+    (run,) = spec.planned_runs()
+    (tmp_path / runner.RUNS / run.configuration.name).mkdir(parents=True)
+    records = {0: {"checksum": "c0ffee", "ulp_checksum": "c0ffef"}}
+    # Ray retries the task once (its worker died), then its training process is killed (the driver
+    # retries), then Ray retries once more, and the run completes: attempts 1, 2, 3 and 4.
+    fake = _FakeRay([["worker dies", "killed"], ["worker dies", "done"]])
+    progress = _Messages()
+    outcome = {"finished": 0, "done": [], "failed": [], "skipped": {}, "pending": 1}
+    ray_executor._execute(fake, spec, tmp_path, [run], records, ["prednet-study"], progress, outcome, 0, 1.0,
+                          retries=2, max_in_flight=None)
+    assert [r.status for r in outcome["done"]] == ["done"] and outcome["pending"] == 0
+    assert fake.submitted == [1, 3]  # the driver's retry follows the attempt that ran, not the one it submitted
+    manifest = json.loads((runner.run_folder(tmp_path, run) / "manifest.json").read_text())
+    assert manifest["study"]["executor"]["attempt"] == 4
+    assert any("training process killed by SIGKILL on fake (127.0.0.1); attempt 3 (retry 1 of 2)" in line
+               for line in progress.lines), progress.lines
+    # Without a dead attempt's folder the attempt is the driver's number.
+    partial = tmp_path / "fresh"
+    written = ray_executor.begin_attempt(partial, manifest, {"kind": "ray"}, 1)
+    assert written["study"]["executor"] == {"kind": "ray", "attempt": 1}
+    assert json.loads((partial / "manifest.json").read_text())["study"]["executor"]["attempt"] == 1
+    assert ray_executor.begin_attempt(partial, manifest, {"kind": "ray"}, 1)["study"]["executor"]["attempt"] == 2
