@@ -135,7 +135,7 @@ class StudyConfig(OptionsRecord):
             raise ValueError(f"--r-stack-sizes has {len(self.r_stack_sizes)} values but the model has {layers} layers.")
         if len(self.size) != 2 or min(self.size) < 1:
             raise ValueError(f"--size must be HxW with positive numbers, got {self.size}.")
-        from prednet_keras.layers.lotter import check_frame_size
+        from prednet_keras.frame_size import check_frame_size
 
         check_frame_size(self.size[0], self.size[1], layers)
 

@@ -35,6 +35,8 @@ import re
 import keras
 from keras import ops
 
+from prednet_keras.frame_size import check_frame_size
+
 __all__ = ["PredNet", "PredNetCell", "keras2_hard_sigmoid"]
 
 _PACKAGE = "prednet_keras"
@@ -549,23 +551,6 @@ def _cell_property(name):
 for _name in _CELL_ATTRIBUTES:
     setattr(PredNet, _name, _cell_property(_name))
 del _name
-
-
-def check_frame_size(height, width, nb_layers):
-    """Raises a clear error unless H and W are divisible by 2**(nb_layers-1)."""
-    factor = 2 ** (nb_layers - 1)
-    bad = [f"{n}={v}" for n, v in (("H", height), ("W", width)) if v is not None and v % factor]
-    if bad:
-        suggestion = ", ".join(
-            f"{n}={v - v % factor} or {v - v % factor + factor}"
-            for n, v in (("H", height), ("W", width))
-            if v is not None and v % factor
-        )
-        raise ValueError(
-            f"Frame size {height}x{width} (H x W) does not suit a {nb_layers}-layer PredNet: "
-            f"{', '.join(bad)} not divisible by 2**{nb_layers - 1} = {factor}, because each layer "
-            f"halves the frame. Resize or crop the frames (e.g. {suggestion})."
-        )
 
 
 def _resolve_data_format(data_format, dim_ordering):

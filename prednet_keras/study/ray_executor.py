@@ -28,7 +28,9 @@ then renamed atomically to its final name). Here:
   (`max_retries`); a training process killed by a signal (OOM killer,
   SIGKILL, SIGTERM) is retried by the driver. Each attempt starts from a
   fresh partial folder, and a final folder is only ever made by the one
-  attempt that completed, so no run is lost or duplicated. A run that fails
+  attempt that completed, so no run is lost or duplicated. Attempts are
+  numbered across both kinds of retry (`begin_attempt`): the manifest's
+  study.executor.attempt of a run that Ray retried once says 2. A run that fails
   on its own (exit status 1) is not retried: its configuration stops, as
   with the local pool.
 * The training process gets SIGKILL if its Ray worker dies, so nothing of a
@@ -44,11 +46,12 @@ import sys
 import time
 from pathlib import Path
 
+from prednet_keras import runs
 from prednet_keras.study import runner
 from prednet_keras.study.spec import SpecError
 
-__all__ = ["INSTALL_HINT", "RayConnectionError", "RayUnavailableError", "check_address", "check_configurations",
-           "connect", "execute", "placement_problems", "resource_request"]
+__all__ = ["INSTALL_HINT", "RayConnectionError", "RayUnavailableError", "begin_attempt", "check_address",
+           "check_configurations", "connect", "execute", "placement_problems", "resource_request"]
 
 INSTALL_HINT = "pip install prednet-keras[ray]"
 # Retries of a run whose worker died, by Ray (worker or node lost) and by the driver (process killed).
@@ -216,6 +219,36 @@ def _environment_ray_added():
     return [name for name in ("OMP_NUM_THREADS",) if name in os.environ and name not in names]
 
 
+def begin_attempt(partial, manifest, node, first):
+    """Makes the partial folder of one attempt at a run; returns the manifest written there.
+
+    The manifest is the driver's with study.executor = `node` and the number of
+    this attempt. The driver numbers the attempts it submits (`first`: 1, or
+    one more than the attempt whose training process was killed) and removes
+    the partial folder before each. When a task's worker or node dies, Ray runs
+    the task again with the same arguments, `first` included; the partial
+    folder the dead attempt made is then still there, and its manifest says
+    which attempt that was: this one is the next.
+
+    Args:
+        partial: the run's partial folder.
+        manifest: the driver's manifest (runner.run_manifest).
+        node: where this attempt runs (recorded as study.executor).
+        first: the attempt number the driver gave the task.
+    """
+    partial = Path(partial)
+    attempt = first
+    try:
+        earlier = runs.RunFolder(partial).read_manifest()["study"]["executor"]["attempt"]
+    except (runs.RunFolderError, KeyError, TypeError):
+        earlier = None
+    if isinstance(earlier, int) and not isinstance(earlier, bool) and earlier >= first:
+        attempt = earlier + 1
+    manifest = dict(manifest, study=dict(manifest["study"], executor=dict(node, attempt=attempt)))
+    runner.make_partial(partial, manifest)
+    return manifest
+
+
 def train_on_node(partial, manifest, runtime, attempt, request):
     """The Ray task of one run: fresh partial folder, the training process, its exit code.
 
@@ -223,7 +256,8 @@ def train_on_node(partial, manifest, runtime, attempt, request):
         partial: the run's partial folder (absolute; on the shared file system).
         manifest: its first manifest (runner.run_manifest).
         runtime: the configuration's runtime dict.
-        attempt: 1, 2, ... (the driver's attempts; Ray's own retries are not counted).
+        attempt: the driver's number for this attempt (1, 2, ...); Ray's own
+            retries of the task count on from it (begin_attempt).
         request: the resources asked for (recorded).
 
     Returns:
@@ -244,8 +278,7 @@ def train_on_node(partial, manifest, runtime, attempt, request):
         if not needed.exists():
             return {"error": f"{needed} is not visible on node {node['host']} ({node['node_ip']}): the study "
                              "folder must be on a file system every node mounts at the same path", "node": node}
-    manifest = dict(manifest, study=dict(manifest["study"], executor=node))
-    runner.make_partial(partial, manifest)
+    node = begin_attempt(partial, manifest, node, attempt)["study"]["executor"]
     for name in _environment_ray_added():
         os.environ.pop(name)
     started = time.perf_counter()
@@ -321,7 +354,8 @@ def _execute(ray, spec, study_dir, pending, records, command, progress, outcome,
     problems = placement_problems(configurations, gpu_share, ray.nodes())
     outcome["unplaceable"] = problems
     task = ray.remote(train_on_node)
-    queue = [(run, 1) for run in pending if run.configuration.name not in problems]
+    # (run, the driver's retries of it so far, the number of the attempt to submit)
+    queue = [(run, 0, 1) for run in pending if run.configuration.name not in problems]
     in_flight = {}
     total = done_before + len(pending)
     done = done_before
@@ -330,7 +364,7 @@ def _execute(ray, spec, study_dir, pending, records, command, progress, outcome,
         progress.message(f"Ray: {len(ray.nodes())} node(s), {resources.get('CPU', 0):g} CPUs, "
                          f"{resources.get('GPU', 0):g} GPUs; {len(queue)} runs to place.")
 
-    def submit(run, attempt):
+    def submit(run, retried, attempt):
         partial = runner.partial_folder(study_dir, run)
         # From scratch: whatever an earlier attempt left is gone (the task remakes it on its node).
         if partial.exists():
@@ -340,22 +374,22 @@ def _execute(ray, spec, study_dir, pending, records, command, progress, outcome,
         ref = task.options(max_retries=retries, retry_exceptions=False, name=f"prednet-study:{run.key}",
                            **request).remote(os.fspath(partial.resolve()), manifest, run.configuration.runtime,
                                              attempt, request)
-        in_flight[ref] = (run, attempt, partial)
+        in_flight[ref] = (run, retried, attempt, partial)
         if progress:
             progress.run_started(run)
 
     try:
         while queue or in_flight:
             while queue and (max_in_flight is None or len(in_flight) < max_in_flight):
-                run, attempt = queue.pop(0)
+                run, retried, attempt = queue.pop(0)
                 if run.configuration.name in outcome["skipped"]:
                     continue
-                submit(run, attempt)
+                submit(run, retried, attempt)
             if not in_flight:
                 continue
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
             for ref in ready:
-                run, attempt, partial = in_flight.pop(ref)
+                run, retried, attempt, partial = in_flight.pop(ref)
                 try:
                     answer = ray.get(ref)
                 except ray.exceptions.TaskCancelledError:
@@ -365,12 +399,14 @@ def _execute(ray, spec, study_dir, pending, records, command, progress, outcome,
                 else:
                     if "error" in answer:
                         result = runner.RunOutcome(run.key, "failed", message=answer["error"])
-                    elif _killed(answer["code"]) and attempt <= retries:
+                    elif _killed(answer["code"]) and retried < retries:
+                        # After Ray's own retries of the task the attempt that ran is a later one than submitted.
+                        following = answer["node"].get("attempt", attempt) + 1
                         if progress:
                             progress.message(f"retry   {run.key}: training process {_how(answer['code'])} on "
                                              f"{answer['node']['host']} ({answer['node']['node_ip']}); attempt "
-                                             f"{attempt + 1} of {retries + 1}")
-                        queue.insert(0, (run, attempt + 1))
+                                             f"{following} (retry {retried + 1} of {retries})")
+                        queue.insert(0, (run, retried + 1, following))
                         continue
                     else:
                         result = runner.finish_run(study_dir, run, partial, answer["code"], answer["seconds"])
@@ -393,7 +429,7 @@ def _execute(ray, spec, study_dir, pending, records, command, progress, outcome,
 
 def _cancel_unstarted(ray, in_flight, configuration):
     """Cancels the submitted runs of `configuration` whose task has not started (no partial folder yet)."""
-    for ref, (run, _, partial) in list(in_flight.items()):
+    for ref, (run, _, _, partial) in list(in_flight.items()):
         if run.configuration.name == configuration and not partial.exists():
             try:
                 ray.cancel(ref)
@@ -423,7 +459,7 @@ def _cancel(ray, study_dir, in_flight, grace=40):
             try:
                 answer = ray.get(ref, timeout=5)
                 if answer.get("code") == 0:
-                    run, _, partial = in_flight[ref]
+                    run, _, _, partial = in_flight[ref]
                     runner.finish_run(study_dir, run, partial, 0, answer["seconds"])
             except BaseException:
                 pass

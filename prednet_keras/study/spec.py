@@ -37,29 +37,37 @@ xla, strict) and, for prednet-chainer, the arm factors `tbptt` and
 they are part of the configuration, not of the protocol). Everything else
 that defines training goes in [train] and is the same for every run.
 
-This module reads and checks specs; it imports no framework.
+Every key of every table is checked when the spec is read, before anything
+is planned or trained: its type, its range and a cap (spec_rules.py says
+each one and why). Names (the study's, the configurations') follow one
+rule: 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or
+digit. A spec that breaks a rule is refused with the file, the table and
+key, the rule and the value as written.
+
+This module reads and checks specs; it imports no framework (for model
+prednet, [train] is resolved by prednet_keras.train's TrainConfig, which does).
 """
 
 import dataclasses
 import fnmatch
-import re
+import os
+import stat
 import tomllib
 from pathlib import Path
+
+from prednet_keras.study import spec_rules
+from prednet_keras.study.spec_rules import RuleError
 
 __all__ = ["ARM_FACTORS", "PlannedRun", "SpecError", "StudySpec", "load_spec", "parse_spec", "ready_specs",
            "resolve_spec_path", "seed_list"]
 
-MODELS = ("prednet", "prednet-chainer", "autoencoder")
 # Training switches a configuration may set (per model): the study's own factors.
 ARM_FACTORS = {"prednet-chainer": ("tbptt", "emulate_cpu_aliasing"), "prednet": (), "autoencoder": ()}
-RUNTIME_KEYS = ("backend", "device", "threads", "interop_threads", "deterministic", "cudnn", "tf32", "onednn",
-                "xla", "strict")
+RUNTIME_KEYS = tuple(spec_rules.RUNTIME_RULES)
 # Training options that identify a run rather than the protocol: set by the runner.
 RUNNER_OWNED = ("model", "seed", "init_weights")
-REPORT_KEYS = ("metric", "margin", "margin_sd", "alpha", "power", "checkpoints", "curve_test")
-TOP_KEYS = ("name", "model", "seeds", "replicates", "replicate_seeds", "ulp_baseline", "trajectory_points",
-            "workers", "train", "runtime", "configurations", "report")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+REPORT_KEYS = tuple(spec_rules.REPORT_RULES)
+TOP_KEYS = tuple(spec_rules.TOP_RULES) + ("train", "runtime", "configurations", "report")
 # The specs shipped with the package: `prednet-study run quick`.
 READY_SPECS = Path(__file__).parent / "specs"
 
@@ -198,9 +206,12 @@ class StudySpec:
             configurations: the arms to plan (default: all).
         """
         configurations = self.configurations if configurations is None else configurations
+        # A set: with thousands of seeds, looking each up in the list would take quadratic time.
+        replicated = None if self.replicate_seeds is None else set(self.replicate_seeds)
         planned = []
         for seed in self.seeds:
-            for replicate in range(1, self.replicates_of(seed) + 1):
+            runs = self.replicates if replicated is None or seed in replicated else 1
+            for replicate in range(1, runs + 1):
                 planned += [PlannedRun(c, seed, replicate) for c in configurations]
             if self.ulp_baseline:
                 planned += [PlannedRun(c, seed, None, "ulp") for c in configurations]
@@ -241,20 +252,49 @@ def load_spec(path):
             the message names the file and the problem.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such spec file.") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise SpecError(f"{path}: cannot read the spec ({error}).") from None
+    text = _read_spec(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise SpecError(f"{path}: not valid TOML ({error}).") from None
+    except RecursionError:
+        raise SpecError(f"{path}: not valid TOML (arrays or tables nested too deeply).") from None
     try:
         return parse_spec(data, default_name=path.stem, base=path.parent)
     except SpecError as error:
         raise SpecError(f"{path}: {error}") from None
+
+
+def _read_spec(path):
+    """The spec file's text; a device, a FIFO, a folder or a file larger than any spec is refused unread."""
+    try:
+        # O_NONBLOCK: opening a FIFO would otherwise wait for a writer.
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such spec file.") from None
+    except OSError as error:
+        raise SpecError(f"{path}: cannot read the spec ({error.strerror or error}).") from None
+    try:
+        mode = os.fstat(handle).st_mode
+        if stat.S_ISDIR(mode):
+            raise SpecError(f"{path}: a folder, not a spec file.")
+        if not stat.S_ISREG(mode):
+            raise SpecError(f"{path}: not a regular file; a spec is a TOML file.")
+        chunks, size = [], 0
+        while size <= spec_rules.MAX_SPEC_BYTES and (chunk := os.read(handle, 1 << 16)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as error:
+        raise SpecError(f"{path}: cannot read the spec ({error.strerror or error}).") from None
+    finally:
+        os.close(handle)
+    if size > spec_rules.MAX_SPEC_BYTES:
+        raise SpecError(f"{path}: larger than {spec_rules.MAX_SPEC_BYTES // 1024:,} KiB; a spec is a few KB of "
+                        "TOML, so this is not one.")
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SpecError(f"{path}: cannot read the spec (not UTF-8 text: {error}).") from None
 
 
 def parse_spec(data, default_name="study", base=None):
@@ -265,63 +305,76 @@ def parse_spec(data, default_name="study", base=None):
         default_name: the study's name when the spec has none.
         base: folder that relative data / weights paths in [train] are relative to.
     """
-    unknown = sorted(set(data) - set(TOP_KEYS))
-    if unknown:
-        raise SpecError(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-                        f"(known: {', '.join(TOP_KEYS)}).")
-    model = data.get("model")
-    if model not in MODELS:
-        raise SpecError(f"`model` must be one of {', '.join(MODELS)}, got {model!r}.")
+    _check_keys(None, data, TOP_KEYS)
+    for key, rule in spec_rules.TOP_RULES.items():
+        if key in data:
+            _check(None, key, data[key], rule)
+    if "model" not in data:
+        raise SpecError(f"model: missing; must be {spec_rules.TOP_RULES['model'].text}.")
+    model = data["model"]
     name = data.get("name", default_name)
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise SpecError(f"`name` must be letters, digits, '-', '_', '.', '+', got {name!r}.")
+    if "name" not in data:
+        try:
+            spec_rules.NAME.check(name)
+        except RuleError as error:
+            raise SpecError(f"name: the spec's file name is its name when it sets none, and {error}; "
+                            "set `name` in the spec.") from None
     seeds = _seeds(data.get("seeds", 1))
-    replicates = _whole(data, "replicates", 1, minimum=1)
+    replicates = data.get("replicates", 1)
     replicate_seeds = _replicate_seeds(data.get("replicate_seeds"), seeds, replicates)
-    trajectory_points = _whole(data, "trajectory_points", 0, minimum=0)
-    workers = _whole(data, "workers", 1, minimum=1)
+    trajectory_points = data.get("trajectory_points", 0)
+    workers = data.get("workers", 1)
     ulp_baseline = data.get("ulp_baseline", False)
-    if not isinstance(ulp_baseline, bool):
-        raise SpecError(f"`ulp_baseline` must be true or false, got {ulp_baseline!r}.")
-    train = _train_options(model, _table(data, "train"), base)
-    defaults = _table(data, "runtime")
-    configurations = _configurations(model, _table(data, "configurations"), defaults)
-    report = _table(data, "report")
-    unknown = sorted(set(report) - set(REPORT_KEYS))
-    if unknown:
-        raise SpecError(f"[report]: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-                        f"(known: {', '.join(REPORT_KEYS)}).")
+    tables = {key: _table(data, key) for key in ("train", "runtime", "configurations", "report")}
+    # The cheap checks first: a plan too large is refused before [train]'s options are resolved.
+    configurations_table = tables["configurations"]
+    _check_plan_size(seeds, replicates, replicate_seeds, ulp_baseline, len(configurations_table))
+    train = _train_options(model, tables["train"], base)
+    configurations = _configurations(model, configurations_table, tables["runtime"])
+    report = tables["report"]
+    _check_keys("report", report, REPORT_KEYS)
+    for key, value in report.items():
+        _check("report", key, value, spec_rules.REPORT_RULES[key])
     return StudySpec(name=name, model=model, train=train, configurations=configurations, seeds=seeds,
                      replicates=replicates, replicate_seeds=replicate_seeds, ulp_baseline=ulp_baseline,
-                     trajectory_points=trajectory_points, workers=workers, report=report)
+                     trajectory_points=trajectory_points, workers=workers, report=dict(report))
+
+
+def _place(table, key):
+    """Where a key is, as the message says it: `seeds`, `[report] margin`."""
+    return key if table is None else f"[{table}] {key}"
+
+
+def _check(table, key, value, rule):
+    """`value` by `rule`, or SpecError naming the place, the rule and the value."""
+    try:
+        return rule.check(value)
+    except RuleError as error:
+        raise SpecError(f"{_place(table, key)}: {error}.") from None
+
+
+def _check_keys(table, values, known):
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        where = "" if table is None else f"[{table}]: "
+        raise SpecError(f"{where}unknown key{'s' if len(unknown) > 1 else ''} "
+                        f"{', '.join(spec_rules.shown(k)[1:-1] for k in unknown)} (known: {', '.join(known)}).")
 
 
 def _table(data, key):
     value = data.get(key, {})
     if not isinstance(value, dict):
-        raise SpecError(f"[{key}] must be a table, got {value!r}.")
-    return value
-
-
-def _whole(data, key, default, minimum):
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise SpecError(f"`{key}` must be a whole number >= {minimum}, got {value!r}.")
+        raise SpecError(f"[{key}] must be a table, got {spec_rules.shown(value)} ({spec_rules.describe(value)}).")
     return value
 
 
 def _seeds(value):
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise SpecError(f"`seeds` must be >= 1 (a count) or a list of seeds, got {value}.")
+    """The seeds a checked `seeds` names: a count N is 0 .. N-1."""
+    if isinstance(value, int):
         return list(range(value))
-    if isinstance(value, list) and value:
-        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value):
-            raise SpecError(f"`seeds` must list whole numbers >= 0, got {value!r}.")
-        if len(set(value)) != len(value):
-            raise SpecError(f"`seeds` lists a seed twice: {value!r}.")
-        return list(value)
-    raise SpecError(f"`seeds` must be a count (e.g. 30) or a list of seeds, got {value!r}.")
+    if len(set(value)) != len(value):
+        raise SpecError(f"seeds: lists a seed twice: {spec_rules.shown(value)}.")
+    return list(value)
 
 
 def _replicate_seeds(value, seeds, replicates):
@@ -329,25 +382,37 @@ def _replicate_seeds(value, seeds, replicates):
     if value is None:
         return None
     if replicates < 2:
-        raise SpecError(f"`replicate_seeds` names the seeds that get `replicates` runs, but `replicates` is "
+        raise SpecError(f"replicate_seeds: names the seeds that get `replicates` runs, but `replicates` is "
                         f"{replicates}: set `replicates` >= 2, or leave `replicate_seeds` out.")
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not 1 <= value <= len(seeds):
-            raise SpecError(f"`replicate_seeds` as a count must be between 1 and the number of seeds "
+    if isinstance(value, int):
+        if value > len(seeds):
+            raise SpecError(f"replicate_seeds: as a count must be between 1 and the number of seeds "
                             f"({len(seeds)}), got {value}.")
         return list(seeds[:value])
-    if isinstance(value, list) and value:
-        if not all(isinstance(s, int) and not isinstance(s, bool) for s in value):
-            raise SpecError(f"`replicate_seeds` must list seeds (whole numbers), got {value!r}.")
-        if len(set(value)) != len(value):
-            raise SpecError(f"`replicate_seeds` lists a seed twice: {value!r}.")
-        missing = [s for s in value if s not in seeds]
-        if missing:
-            raise SpecError(f"`replicate_seeds` names seed{'s' if len(missing) > 1 else ''} "
-                            f"{', '.join(map(str, missing))}, not in `seeds` ({seed_list(seeds)}).")
-        return [s for s in seeds if s in value]
-    raise SpecError(f"`replicate_seeds` must be a count (the first N seeds) or a non-empty list of seeds, "
-                    f"got {value!r}.")
+    if len(set(value)) != len(value):
+        raise SpecError(f"replicate_seeds: lists a seed twice: {spec_rules.shown(value)}.")
+    known = set(seeds)
+    missing = [s for s in value if s not in known]
+    if missing:
+        raise SpecError(f"replicate_seeds: names seed{'s' if len(missing) > 1 else ''} "
+                        f"{seed_list(missing)}, not in `seeds` ({seed_list(seeds)}).")
+    chosen = set(value)
+    return [s for s in seeds if s in chosen]
+
+
+def _check_plan_size(seeds, replicates, replicate_seeds, ulp_baseline, configurations):
+    """Refuses a plan over the caps, from the counts alone (nothing is planned)."""
+    if configurations > spec_rules.MAX_CONFIGURATIONS:
+        raise SpecError(f"[configurations]: {configurations:,} configurations; at most "
+                        f"{spec_rules.MAX_CONFIGURATIONS} (each is compared with every other in the report).")
+    replicated = len(seeds) if replicate_seeds is None else len(replicate_seeds)
+    per_configuration = len(seeds) + replicated * (replicates - 1) + (len(seeds) if ulp_baseline else 0)
+    total = per_configuration * configurations
+    if total > spec_rules.MAX_RUNS:
+        arms = f"{configurations} configuration{'s' if configurations != 1 else ''}"
+        raise SpecError(f"the plan has {total:,} runs ({per_configuration:,} per configuration x {arms}); at most "
+                        f"{spec_rules.MAX_RUNS:,} (each run is a training process and a run folder): fewer seeds, "
+                        "replicates or configurations.")
 
 
 def seed_list(seeds, limit=10):
@@ -367,7 +432,7 @@ def _config_class(model):
 
 
 def _train_options(model, table, base):
-    """[train] checked by the model's config class; returns its resolved dict."""
+    """[train] checked key by key, then by the model's config class; returns its resolved dict."""
     options = {key.replace("-", "_"): value for key, value in table.items()}
     owned = sorted(set(options) & set(RUNNER_OWNED))
     if owned:
@@ -381,8 +446,12 @@ def _train_options(model, table, base):
     known = {f.name for f in dataclasses.fields(cls)} - set(RUNNER_OWNED)
     unknown = sorted(set(options) - known)
     if unknown:
-        raise SpecError(f"[train]: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for "
+        raise SpecError(f"[train]: unknown option{'s' if len(unknown) > 1 else ''} "
+                        f"{', '.join(spec_rules.shown(k)[1:-1] for k in unknown)} for "
                         f"model {model} (known: {', '.join(sorted(known))}).")
+    rules = spec_rules.train_rules(model)
+    for key, value in options.items():
+        _check("train", key, value, rules[key])
     for key in ("data", "val_data"):
         if isinstance(options.get(key), str) and base is not None and not Path(options[key]).is_absolute():
             options[key] = str((Path(base) / options[key]).resolve())
@@ -406,48 +475,55 @@ def _train_options(model, table, base):
 def _configurations(model, table, defaults):
     if not table:
         raise SpecError("the spec names no [configurations.NAME] table: a study needs at least one.")
-    unknown = sorted(set(defaults) - set(RUNTIME_KEYS))
-    if unknown:
-        raise SpecError(f"[runtime]: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-                        f"(known: {', '.join(RUNTIME_KEYS)}).")
+    _check_keys("runtime", defaults, RUNTIME_KEYS)
+    for key, value in defaults.items():
+        _check("runtime", key, value, spec_rules.RUNTIME_RULES[key])
     from prednet_keras.runtime import RuntimeConfig
 
+    factor_rules = spec_rules.factor_rules(model)
     out = []
     for name, values in table.items():
-        if not _NAME.match(name):
-            raise SpecError(f"configuration name {name!r}: use letters, digits, '-', '_', '.', '+'.")
+        try:
+            spec_rules.NAME.check(name)
+        except RuleError as error:
+            raise SpecError(f"[configurations.{spec_rules.shown(name)}]: the name {error}.") from None
+        place = f"configurations.{name}"
         if not isinstance(values, dict):
-            raise SpecError(f"[configurations.{name}] must be a table.")
+            raise SpecError(f"[{place}] must be a table, got {spec_rules.shown(values)} "
+                            f"({spec_rules.describe(values)}).")
         allowed = set(RUNTIME_KEYS) | set(ARM_FACTORS[model])
         unknown = sorted(set(values) - allowed)
         if unknown:
             extra = f"; arm factors of {model}: {', '.join(ARM_FACTORS[model])}" if ARM_FACTORS[model] else ""
-            raise SpecError(f"[configurations.{name}]: unknown key{'s' if len(unknown) > 1 else ''} "
-                            f"{', '.join(unknown)} (runtime: {', '.join(RUNTIME_KEYS)}{extra}).")
+            raise SpecError(f"[{place}]: unknown key{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(spec_rules.shown(k)[1:-1] for k in unknown)} "
+                            f"(runtime: {', '.join(RUNTIME_KEYS)}{extra}).")
+        for key, value in values.items():
+            _check(place, key, value, spec_rules.RUNTIME_RULES.get(key) or factor_rules[key])
         runtime = {"backend": "tensorflow", **defaults, **{k: v for k, v in values.items() if k in RUNTIME_KEYS}}
         try:
             config = RuntimeConfig.from_dict(runtime)
         except (TypeError, ValueError) as error:
-            raise SpecError(f"[configurations.{name}]: {error}") from None
-        factors = _factors(model, name, values)
+            raise SpecError(f"[{place}]: {error}") from None
+        factors = _factors(model, values)
         out.append(Configuration(name=name, runtime=config.to_dict(), factors=factors))
-    seen = {}
+    seen, folded = {}, {}
     for config in out:
         key = (tuple(sorted(config.runtime.items())), tuple(sorted(config.factors.items())))
         if key in seen:
             raise SpecError(f"configurations {seen[key]} and {config.name} are the same arm.")
         seen[key] = config.name
+        # runs/<name>/ is a folder: two names that differ only in case are one folder on macOS and Windows.
+        if config.name.lower() in folded:
+            raise SpecError(f"configurations {folded[config.name.lower()]} and {config.name} differ only in case; "
+                            "their folders would be one on a case-insensitive file system.")
+        folded[config.name.lower()] = config.name
     return out
 
 
-def _factors(model, name, values):
-    factors = {}
+def _factors(model, values):
+    """The arm factors of a configuration (checked), with the model's defaults."""
     if model == "prednet-chainer":
-        tbptt = values.get("tbptt", "chainer")
-        if tbptt not in ("chainer", "clean"):
-            raise SpecError(f"[configurations.{name}]: tbptt must be 'chainer' or 'clean', got {tbptt!r}.")
-        aliasing = values.get("emulate_cpu_aliasing", False)
-        if not isinstance(aliasing, bool):
-            raise SpecError(f"[configurations.{name}]: emulate_cpu_aliasing must be true or false.")
-        factors = {"tbptt": tbptt, "emulate_cpu_aliasing": aliasing}
-    return factors
+        return {"tbptt": values.get("tbptt", "chainer"),
+                "emulate_cpu_aliasing": values.get("emulate_cpu_aliasing", False)}
+    return {}

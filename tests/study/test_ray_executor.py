@@ -163,6 +163,13 @@ def test_every_run_exactly_once_despite_killed_workers_and_driver(ray_study):
     final = worker_run.parent / worker_run.name.removeprefix(runner.PARTIAL)
     assert json.loads((final / "manifest.json").read_text())["study"]["executor"]["worker_pid"] != \
         ray_study["ray_worker"]
+    # Each manifest says which attempt made it: the second, for the two runs retried (by the driver, by Ray)
+    # that finished before the driver was killed; the first, for a run the next invocation started again.
+    for retried in (ray_study["killed_run"], ray_study["worker_run"]):
+        final = Path(retried).parent / Path(retried).name.removeprefix(runner.PARTIAL)
+        attempt = json.loads((final / "manifest.json").read_text())["study"]["executor"]["attempt"]
+        finished_before = {p.resolve() for p in ray_study["finished_before"]}
+        assert attempt == (2 if final.resolve() in finished_before else 1), (final, attempt)
     # Running it again does nothing.
     again = ray_study["again"]
     assert again.returncode == 0, again.stdout + again.stderr

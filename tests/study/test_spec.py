@@ -1,5 +1,8 @@
 """The study spec (prednet_keras.study.spec): what is accepted, and the message for what is not."""
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -84,36 +87,38 @@ def test_chainer_arm_factors_are_configuration_settings():
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"model": "resnet"}, "`model` must be one of"),
+        ({"model": "resnet"}, 'model: must be one of "prednet", "prednet-chainer", "autoencoder", got "resnet"'),
         ({"colour": "red"}, "unknown key colour"),
-        ({"seeds": 0}, "`seeds` must be >= 1"),
+        ({"seeds": 0}, "seeds: must be a count from 1 to 10,000"),
         ({"seeds": [1, 1]}, "lists a seed twice"),
-        ({"seeds": "many"}, "`seeds` must be a count"),
-        ({"replicates": 0}, "`replicates` must be a whole number >= 1"),
-        ({"replicates": 2, "replicate_seeds": True}, "`replicate_seeds` must be a count"),
-        ({"replicates": 2, "replicate_seeds": -1}, "between 1 and the number of seeds (2), got -1"),
-        ({"replicates": 2, "replicate_seeds": 0}, "between 1 and the number of seeds (2), got 0"),
+        ({"seeds": "many"}, 'seeds: must be a count from 1 to 10,000 (seeds 0 to N-1) or a list'),
+        ({"replicates": 0}, "replicates: must be a whole number from 1 to 100"),
+        ({"replicates": 2, "replicate_seeds": True}, "replicate_seeds: must be a count (the first N seeds"),
+        ({"replicates": 2, "replicate_seeds": -1}, "replicate_seeds: must be a count (the first N seeds, N >= 1)"),
+        ({"replicates": 2, "replicate_seeds": 0}, "of seeds of `seeds`, got 0."),
         ({"replicates": 2, "replicate_seeds": 3}, "between 1 and the number of seeds (2), got 3"),
-        ({"replicates": 2, "replicate_seeds": []}, "`replicate_seeds` must be a count"),
-        ({"replicates": 2, "replicate_seeds": "0"}, "`replicate_seeds` must be a count"),
-        ({"replicates": 2, "replicate_seeds": 1.0}, "`replicate_seeds` must be a count"),
+        ({"replicates": 2, "replicate_seeds": []}, "replicate_seeds: must be a count"),
+        ({"replicates": 2, "replicate_seeds": "0"}, 'got "0" (a string)'),
+        ({"replicates": 2, "replicate_seeds": 1.0}, "got 1.0 (a float)"),
         ({"replicates": 2, "replicate_seeds": [0, 7, 8]}, "names seeds 7, 8, not in `seeds` (0, 1)"),
-        ({"replicates": 2, "replicate_seeds": [0, 0]}, "`replicate_seeds` lists a seed twice"),
-        ({"replicates": 2, "replicate_seeds": [0, False]}, "must list seeds (whole numbers)"),
+        ({"replicates": 2, "replicate_seeds": [0, 0]}, "replicate_seeds: lists a seed twice"),
+        ({"replicates": 2, "replicate_seeds": [0, False]}, "got [0, false]"),
         ({"replicate_seeds": [0]}, "but `replicates` is 1: set `replicates` >= 2"),
-        ({"ulp_baseline": "yes"}, "`ulp_baseline` must be true or false"),
+        ({"ulp_baseline": "yes"}, 'ulp_baseline: must be true or false, got "yes" (a string)'),
         ({"train": {"seed": 3}}, "[train] may not set seed"),
         ({"train": {"protocol": "quick", "epochs": 3}}, "unknown option epochs for model autoencoder"),
-        ({"train": {"protocol": "slow"}}, "--protocol must be one of"),
-        ({"train": {"images": -1}}, "--images must be a whole number >= 1"),
+        ({"train": {"protocol": "slow"}}, '[train] protocol: must be "paper" or "quick", got "slow"'),
+        ({"train": {"images": -1}}, "[train] images: must be a whole number from 1 to 10,000,000"),
         ({"train": {"data": "/no/such/mnist.npz"}}, "no such file"),
         ({"configurations": {}}, "at least one"),
-        ({"configurations": {"a": {"device": "tpu"}}}, "Unknown device 'tpu'"),
-        ({"configurations": {"a": {"backend": "mxnet"}}}, "Unknown backend 'mxnet'"),
-        ({"configurations": {"a": {"threads": 0}}}, "`threads` must be >= 1"),
+        ({"configurations": {"a": {"device": "tpu"}}},
+         '[configurations.a] device: must be "cpu", "gpu" or "gpu:N", got "tpu"'),
+        ({"configurations": {"a": {"backend": "mxnet"}}}, '[configurations.a] backend: must be one of "tensorflow"'),
+        ({"configurations": {"a": {"threads": 0}}},
+         "[configurations.a] threads: must be a whole number from 1 to 1,024"),
         ({"configurations": {"a": {"emulate_cpu_aliasing": True}}}, "unknown key emulate_cpu_aliasing"),
         ({"configurations": {"a": {"threads": 1}, "b": {"threads": 1}}}, "configurations a and b are the same arm"),
-        ({"configurations": {"a b": {}}}, "configuration name 'a b'"),
+        ({"configurations": {"a b": {}}}, '[configurations."a b"]: the name must be 1 to 64 letters'),
         ({"runtime": {"gpu": True}}, "[runtime]: unknown key gpu"),
         ({"report": {"colour": 1}}, "[report]: unknown key colour"),
     ],
@@ -144,7 +149,7 @@ def test_the_cli_names_the_problem_without_a_traceback(tmp_path):
     bad.write_text('model = "autoencoder"\n[configurations.a]\nthreads = "two"\n')
     result = CliRunner().invoke(study_cli, ["run", str(bad), "-o", str(tmp_path / "out")])
     assert result.exit_code == 1
-    assert "Error:" in result.output and "`threads` must be a whole number" in result.output
+    assert f'Error: {bad}: [configurations.a] threads: must be a whole number from 1 to 1,024' in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
     result = CliRunner().invoke(study_cli, ["run", "nonsense", "-o", str(tmp_path / "out")])
@@ -303,3 +308,33 @@ def test_a_study_run_before_a_train_option_existed_resumes_with_that_options_old
     augmented.write_text(path.read_text().replace("unroll = false", "unroll = false\naugment = [\"flip\"]"))
     with pytest.raises(SpecError, match=r"another \[train\] augment"):
         runner._check_compatible(recorded, load_spec(augmented), tmp_path)
+
+
+def test_every_option_a_spec_can_set_has_a_rule():
+    # The door types every key (spec_rules); an option added to a config class needs its rule there too.
+    from prednet_keras.runtime import RuntimeConfig
+    from prednet_keras.study import spec_rules
+    from prednet_keras.study.report import ReportOptions
+    from prednet_keras.study_train import StudyConfig
+    from prednet_keras.train import TrainConfig
+
+    for model, cls in (("prednet", TrainConfig), ("prednet-chainer", StudyConfig), ("autoencoder", StudyConfig)):
+        options = {f.name for f in dataclasses.fields(cls)} - set(study_spec.RUNNER_OWNED)
+        assert set(spec_rules.train_rules(model)) == options, model
+    assert set(spec_rules.RUNTIME_RULES) == {f.name for f in dataclasses.fields(RuntimeConfig)}
+    assert set(spec_rules.REPORT_RULES) <= {f.name for f in dataclasses.fields(ReportOptions)}
+    # What the door accepts, the report accepts (it used to fail only after the training).
+    for key, values in {"alpha": [1e-9, 0.05, 0.4999], "power": [1e-9, 0.8, 0.9999], "margin": [1e-12, 3],
+                        "margin_sd": [1e-12, 2], "checkpoints": [1, 1000], "curve_test": ["maxt", "holm"],
+                        "metric": ["final_loss", "last_steps:50"]}.items():
+        for value in values:
+            spec_rules.REPORT_RULES[key].check(value)
+            ReportOptions(**{key: value}).validate()
+
+
+def test_every_shipped_and_committed_spec_passes_the_door():
+    root = Path(__file__).resolve().parents[2] / "docs" / "study"
+    paths = list(study_spec.ready_specs().values()) + sorted(root.glob("*.toml")) + sorted(root.glob("*/spec.toml"))
+    assert len(paths) >= 9
+    for path in paths:
+        load_spec(path)
