@@ -643,6 +643,28 @@ class RunRecorder(keras.callbacks.Callback):
         self.history.close()
 
 
+class StopOnRequest(keras.callbacks.Callback):
+    """Stops training (KeyboardInterrupt) at the next step once `should_stop()` is true.
+
+    A signal handler that raises KeyboardInterrupt raises it wherever the
+    main thread is, which can be a finalizer, where Python prints it and
+    drops it; the request the handler also recorded stops training here.
+
+    Args:
+        should_stop: a function returning True once a stop was asked for.
+    """
+
+    def __init__(self, should_stop):
+        super().__init__()
+        self.should_stop = should_stop
+
+    def _check(self, *args, **kwargs):
+        if self.should_stop():
+            raise KeyboardInterrupt
+
+    on_train_batch_begin = on_train_batch_end = on_test_batch_begin = on_epoch_end = _check
+
+
 class FirstCallAnnouncer(keras.callbacks.Callback):
     """Says when the first training and validation steps, which compile, start and end.
 
@@ -838,7 +860,7 @@ def _layer_loss_spec(value):
     return value if isinstance(value, str) else list(value)
 
 
-def run_training(run_dir, runtime_record=None, quiet=False, resume=None):
+def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_stop=None):
     """Trains the run in `run_dir` from its last completed epoch (or from the start).
 
     The manifest must hold "options" (a TrainConfig dict) and "runtime"
@@ -857,6 +879,8 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None):
         resume: for `prednet-train --resume`, a dict with "command", "time"
             and "epochs" (the new total, or None to keep the recorded one);
             recorded in the manifest once the run is verified.
+        should_stop: a function; when it returns True, training stops at the
+            next step with KeyboardInterrupt (see StopOnRequest).
 
     Returns:
         The manifest's "result" dict.
@@ -1008,6 +1032,8 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None):
         FirstCallAnnouncer(bar=not progress.quiet),
         progress,
     ]
+    if should_stop is not None:
+        callbacks.insert(0, StopOnRequest(should_stop))
     print(
         f"Training {config.model} ({model.count_params():,} parameters) on {len(sequences)} sequences of "
         f"{config.nt} frames {'x'.join(map(str, train_data.frame_shape))}, "

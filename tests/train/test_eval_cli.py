@@ -68,7 +68,7 @@ def test_scores_match_a_direct_computation(trained_run):
     assert "MSE" in result.output and str(out) in result.output
     # The summary says in words how the model compares with copying the last frame.
     verdict = "better than copying the last frame" if scores["mse_ratio"] < 1 else "worse than copying the last frame"
-    assert f"x the previous frame's error" in result.output and verdict in result.output
+    assert "x the previous frame's error" in result.output and verdict in result.output
 
     again = _invoke([folder])
     assert again.exit_code != 0 and "exists; pass --overwrite" in again.output

@@ -5,7 +5,6 @@ after the command and asserts it is unchanged, then checks the exit status and
 the one-line message. Folders are the tests' own copies of a tiny trained run.
 """
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -16,19 +15,9 @@ from click.testing import CliRunner
 from prednet_keras import runs
 from prednet_keras.cli.train import main as train_main
 from prednet_keras.train import TrainConfig, lr_drop_rule, schedule_text
-from tests.train.conftest import TINY
+from tests.train.conftest import TINY, folder_hash
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-
-
-def folder_hash(path):
-    """{relative path: sha256 of its bytes} for every file, plus every folder (as None)."""
-    path = Path(path)
-    out = {}
-    for item in sorted(path.rglob("*")):
-        key = str(item.relative_to(path))
-        out[key] = hashlib.sha256(item.read_bytes()).hexdigest() if item.is_file() else None
-    return out
 
 
 def _invoke(args):
@@ -41,15 +30,6 @@ def _refused(result, message):
     errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and message in errors[0], result.output
     assert "Traceback" not in result.output
-
-
-@pytest.fixture
-def copy_of_run(trained_run, tmp_path):
-    """A copy of the session's complete tiny run (2 of 2 epochs)."""
-    folder, _ = trained_run
-    copy = tmp_path / "run"
-    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("eval*"))
-    return copy
 
 
 @pytest.mark.parametrize("extra", [[], ["--epochs", "2"], ["--quiet"]])
