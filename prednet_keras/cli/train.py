@@ -138,7 +138,7 @@ def main(ctx, **options):
 
 def _train_new(options):
     """A new run (replacing an old one with --overwrite); returns the exit status."""
-    from prednet_keras import runs, worker
+    from prednet_keras import runlock, runs
     from prednet_keras.study_train import STUDY_MODELS
 
     study = options["model"] in STUDY_MODELS
@@ -146,10 +146,20 @@ def _train_new(options):
     runtime_config = _runtime_config(options)
     folder = runs.RunFolder(options["output"] or _default_output(options["model"]))
     replacement = runs.Replacement(folder)
-    recovered = replacement.recover()
-    if recovered:
-        click.echo(f"({recovered})", err=True)
-    folder.check_new(overwrite=options["overwrite"])
+    if not replacement.aside.is_dir():
+        # Refused before anything is written, the lock file included.
+        folder.check_new(overwrite=options["overwrite"])
+    with runlock.RunLock(folder.path) as lock:
+        recovered = replacement.recover()
+        if recovered:
+            click.echo(f"({recovered})", err=True)
+        folder.check_new(overwrite=options["overwrite"])
+        return _train_new_locked(options, study, config, runtime_config, folder, replacement, lock)
+
+
+def _train_new_locked(options, study, config, runtime_config, folder, replacement, lock):
+    from prednet_keras import runs, worker
+
     existed = folder.path.is_dir()
     if folder.exists():
         replacement.begin()
@@ -173,7 +183,8 @@ def _train_new(options):
             click.echo(f"Replaced the old run in {folder.path} (kept until the new run completed epoch 1).", err=True)
 
     _say_starting(runtime_config)
-    code = worker.launch(folder.path, runtime_config, quiet=options["quiet"], every_second=settle_replacement)
+    code = worker.launch(folder.path, runtime_config, quiet=options["quiet"], pass_fds=lock.fds(),
+                         every_second=settle_replacement)
     settle_replacement()
     if code != 0 and not folder.has_results():
         # A run that ended before its first epoch (no GPU, bad data, Ctrl-C)
@@ -391,18 +402,48 @@ def _default_output(model="prednet"):
 def _resume(ctx, options):
     """--resume: continues a run from its last completed epoch; returns the exit status.
 
-    Everything is checked before anything is written; the training process
-    records the resume in the manifest only once it has verified the checkpoint.
+    Everything is checked before anything is written (and again under the
+    run folder's lock); the training process records the resume in the
+    manifest only once it has verified the checkpoint.
     """
-    from prednet_keras import runs, runtime, worker
-    from prednet_keras.train import TrainConfig
+    from prednet_keras import runlock, runs, worker
 
     if not options["output"]:
         raise click.UsageError("--resume needs --output RUN_FOLDER (the run to continue).")
     folder = runs.RunFolder(options["output"])
-    recovered = runs.Replacement(folder).recover()
-    if recovered:
-        click.echo(f"({recovered})", err=True)
+    replacement = runs.Replacement(folder)
+    if not replacement.aside.is_dir():
+        # Refused before anything is written, the lock file included.
+        _check_resume(ctx, options, folder)
+    with runlock.RunLock(folder.path) as lock:
+        recovered = replacement.recover()
+        if recovered:
+            click.echo(f"({recovered})", err=True)
+        done, requested_runtime, record = _check_resume(ctx, options, folder)
+        before = folder.manifest_path.read_bytes()
+        click.echo(f"Run folder: {folder.path} ({runs.plural(done, 'epoch')} completed)", err=True)
+        _say_starting(requested_runtime)
+        code = worker.launch(folder.path, requested_runtime, quiet=options["quiet"], resume=record,
+                             pass_fds=lock.fds())
+    if code != 0 and folder.manifest_path.read_bytes() == before:
+        click.echo(f"(the training process stopped before it began; nothing in {folder.path} was changed)", err=True)
+    elif code == worker.EXIT_INTERRUPTED and folder.completed_epochs() == 0:
+        click.echo(f"Continue with: prednet-train --resume --output {folder.path}", err=True)
+    elif code > 128 and code != worker.EXIT_INTERRUPTED:
+        click.echo(f"The training process was killed (signal {code - 128}); "
+                   f"continue with: prednet-train --resume --output {folder.path}", err=True)
+    return code
+
+
+def _check_resume(ctx, options, folder):
+    """Fails unless --resume may continue `folder` with these options; changes nothing.
+
+    Returns:
+        (completed epochs, the run's RuntimeConfig, the resume record for the training process).
+    """
+    from prednet_keras import runs, runtime
+    from prednet_keras.train import TrainConfig
+
     manifest, done = folder.check_resumable()
     recorded_model = (manifest.get("options") or {}).get("model")
     if recorded_model in ("prednet-chainer", "autoencoder"):
@@ -442,18 +483,7 @@ def _resume(ctx, options):
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "epochs": epochs if epochs is not None and epochs != recorded.epochs else None,
     }
-    before = folder.manifest_path.read_bytes()
-    click.echo(f"Run folder: {folder.path} ({runs.plural(done, 'epoch')} completed)", err=True)
-    _say_starting(requested_runtime)
-    code = worker.launch(folder.path, requested_runtime, quiet=options["quiet"], resume=record)
-    if code != 0 and folder.manifest_path.read_bytes() == before:
-        click.echo(f"(the training process stopped before it began; nothing in {folder.path} was changed)", err=True)
-    elif code == worker.EXIT_INTERRUPTED and folder.completed_epochs() == 0:
-        click.echo(f"Continue with: prednet-train --resume --output {folder.path}", err=True)
-    elif code > 128 and code != worker.EXIT_INTERRUPTED:
-        click.echo(f"The training process was killed (signal {code - 128}); "
-                   f"continue with: prednet-train --resume --output {folder.path}", err=True)
-    return code
+    return done, requested_runtime, record
 
 
 def _explicit(ctx, options):

@@ -1,7 +1,7 @@
 """Child processes (issue 24), with real faults: one helper starts them all; a child dies with
 its parent (kill -9 included), on Linux's death signal and on the portable pipe watch; signals
 sent to the parent reach the child once; prednet-train's training process stops writing when
-prednet-train is killed.
+prednet-train is killed, and a second writer is refused meanwhile.
 """
 
 import json
@@ -13,11 +13,17 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from prednet_keras import childproc
+from prednet_keras import childproc, runlock
+from prednet_keras.cli.train import main as train_main
 from tests.train.conftest import TINY, folder_hash
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def _invoke(main, args):
+    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def _gone(pid):
@@ -102,7 +108,7 @@ def test_every_child_process_is_started_by_the_one_helper():
 # -- a training process and its run folder ---------------------------------------
 
 
-def test_killing_prednet_train_stops_its_training_process(tiny_npz, tmp_path):
+def test_killing_prednet_train_stops_its_training_process_and_a_second_writer_is_refused(tiny_npz, tmp_path):
     folder = tmp_path / "run"
     log = open(tmp_path / "log.txt", "w")
     parent = _python(["-m", "prednet_keras.cli.train", *TINY, "--epochs", "500", "--data", str(tiny_npz),
@@ -115,6 +121,17 @@ def test_killing_prednet_train_stops_its_training_process(tiny_npz, tmp_path):
         assert parent.poll() is None, (tmp_path / "log.txt").read_text()
         child = json.loads((folder / "manifest.json").read_text())["sessions"][-1]["pid"]
         assert child != parent.pid
+
+        # A second writer while the first one trains: frozen, so that its folder holds still.
+        os.kill(child, signal.SIGSTOP)
+        before = folder_hash(folder)
+        for args in (["--resume", "--epochs", "600", "-o", folder], TINY + ["--overwrite", "-o", folder]):
+            result = _invoke(train_main, args)
+            assert result.exit_code == 1, result.output
+            assert f"{folder} is being written by another command (pid {parent.pid}" in result.output
+            assert "nothing was changed" in result.output and "Traceback" not in result.output
+            assert folder_hash(folder) == before
+        os.kill(child, signal.SIGCONT)
 
         parent.send_signal(signal.SIGKILL)
         parent.wait()
@@ -129,3 +146,6 @@ def test_killing_prednet_train_stops_its_training_process(tiny_npz, tmp_path):
         log.close()
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["sessions"][-1]["status"] == "interrupted"
+    # The kernel let go of the lock with its holders.
+    with runlock.RunLock(folder):
+        pass

@@ -127,7 +127,7 @@ def test_overwrite_whose_new_run_fails_before_its_first_epoch_keeps_the_old_run(
             in result.output)
     assert f"The new run failed before completing an epoch; the old run in {copy_of_run} is unchanged." in result.output
     assert folder_hash(copy_of_run) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["frames.npz", "run"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".prednet-locks", "frames.npz", "run"]
 
 
 def test_new_run_failing_in_an_empty_folder_leaves_it_empty(tmp_path):

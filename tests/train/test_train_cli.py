@@ -170,9 +170,10 @@ def test_default_data_is_the_embedded_video_and_overwrite_replaces(tmp_path):
     assert manifest["data"]["train"]["frame_shape"] == [32, 32, 3]
     assert manifest["options"]["lr"] == 0.002 and manifest["schedule"]["lr_drop_epoch"] == 0
     assert (folder / "model.keras").read_bytes() != b"old model"
-    # The old run was kept aside until the new one had an epoch, then deleted; no trace is left.
+    # The old run was kept aside until the new one had an epoch, then deleted; beside the run, only its lock.
     assert "Replaced the old run in" in result.stderr and "kept until the new run completed epoch 1" in result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["embedded"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".prednet-locks", "embedded"]
+    assert [p.name for p in (tmp_path / ".prednet-locks").iterdir()] == ["embedded.lock"]
     # A 1-epoch run drops the rate after epochs // 2 = 0 epochs: said, and recorded.
     assert "Learning rate: 0.0002 for epoch 1 (dropped after epochs // 2 = 0 of 1" in result.stdout
     assert manifest["schedule"]["lr_by_epoch"] == "0.0002 for epoch 1"
