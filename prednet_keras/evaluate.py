@@ -30,6 +30,7 @@ __all__ = [
     "EvalError",
     "ModelRef",
     "baseline_verdict",
+    "load_run_model",
     "comparison_rows",
     "compute_scores",
     "evaluate_model",
@@ -582,6 +583,37 @@ def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_
     return written
 
 
+def load_run_model(ref):
+    """Loads a model to evaluate; one from a run folder must hold the weights its run recorded.
+
+    A model.keras that was replaced or changed after training (another run's
+    file copied in, a damaged copy) would be scored under the run's name and
+    manifest; it is refused instead.
+
+    Args:
+        ref: a ModelRef.
+
+    Raises:
+        EvalError: the weights differ from the run's record.
+    """
+    from prednet_keras.saving import load_model
+    from prednet_keras.starting_point import weights_checksum
+
+    model = load_model(ref.path, compile=False)
+    if ref.run_folder is None:
+        return model
+    recorded = runs.RunFolder(ref.run_folder).recorded_model_checksum()
+    if recorded is not None:
+        expected, where = recorded
+        actual = weights_checksum(model)
+        if actual != expected:
+            raise EvalError(
+                f"{ref.path} does not hold the weights its run recorded ({where} {expected[:12]}..., the file "
+                f"holds {actual[:12]}...): it was replaced or changed after training, so it is not scored."
+            )
+    return model
+
+
 def evaluate_model(ref, X, nt=None, extrap_start=None, batch_size=8, jit_compile=None):
     """Loads a model and scores its predictions of X.
 
@@ -596,9 +628,7 @@ def evaluate_model(ref, X, nt=None, extrap_start=None, batch_size=8, jit_compile
     Returns:
         (scores, Xhat).
     """
-    from prednet_keras.saving import load_model
-
-    model = load_model(ref.path, compile=False)
+    model = load_run_model(ref)
     Xhat = predict(model, X, nt=nt, extrap_start=extrap_start, batch_size=batch_size, jit_compile=jit_compile)
     return compute_scores(X, Xhat, extrap_start), Xhat
 

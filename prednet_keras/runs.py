@@ -427,6 +427,30 @@ class RunFolder:
             return 0
         return int(state["epoch"]) if state else 0
 
+    def recorded_model_checksum(self):
+        """The weights checksum model.keras must have, and where it is recorded; None when none is.
+
+        A complete run records it as result.model_weights_checksum. Runs from
+        before that field are checked against result.weights_checksum (the
+        final weights) where model.keras holds them: the study models, which
+        save their final model, and runs whose best epoch was the last. A run
+        still training replaces model.keras as it goes: nothing to check yet.
+
+        Returns:
+            (checksum, "manifest.json result.<field>") or None.
+        """
+        manifest = self.read_manifest()
+        result = manifest.get("result") or {}
+        if manifest.get("status") != "complete":
+            return None
+        if result.get("model_weights_checksum"):
+            return result["model_weights_checksum"], f"{MANIFEST} result.model_weights_checksum"
+        final = result.get("weights_checksum")
+        study_model = (manifest.get("options") or {}).get("model") in ("prednet-chainer", "autoencoder")
+        if final and (study_model or (result.get("best_epoch") and result.get("best_epoch") == result.get("epochs_completed"))):
+            return final, f"{MANIFEST} result.weights_checksum"
+        return None
+
     def has_results(self):
         """True once the run has something to show: a completed epoch, or (the
         study models, which keep no checkpoints) a complete manifest."""

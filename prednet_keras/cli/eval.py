@@ -45,9 +45,11 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
                                       --extrap-start), so none overwrites another
       <stem>-eval/                    beside a loose .keras file
       <parent>/eval-comparison/       with several models, their comparison
+
+    A model.keras in a run folder must hold the weights its manifest records
+    (result.model_weights_checksum); one that does not is refused.
     """
     from prednet_keras import evaluate
-    from prednet_keras.saving import load_model
 
     refs = evaluate.resolve_models(models)
     suffix = _suffix(data, nt, extrap_start)
@@ -67,7 +69,7 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
     results = []
     for ref, target in zip(refs, targets):
         started = time.perf_counter()
-        model = load_model(ref.path, compile=False)
+        model = evaluate.load_run_model(ref)
         if evaluate.is_image_model(model):
             # A --model autoencoder run: reconstruction MSE on MNIST's test set, and a grid.
             if extrap_start is not None or nt:
