@@ -584,22 +584,23 @@ def run_configuration(config, runtime_config, on_output=None, profile_dir=None):
     Raises:
         BenchError: the child refused its set-up or failed (the message says why).
     """
-    from prednet_keras import runtime
+    from prednet_keras import childproc
 
-    try:
-        env = {key: str(value) for key, value in runtime.environment_for(runtime_config).items()}
-    except ValueError as error:
-        raise BenchError(str(error)) from None
-    env.setdefault("PYTHONUNBUFFERED", "1")
     with tempfile.TemporaryDirectory(prefix="prednet-bench-") as scratch:
         result_path = os.path.join(scratch, "result.json")
-        command = [
-            sys.executable, "-m", "prednet_keras.bench", "child",
+        args = [
+            "-m", "prednet_keras.bench", "child",
             json.dumps(config.to_dict(), sort_keys=True), result_path,
         ] + (["--profile", os.path.abspath(profile_dir)] if profile_dir else [])
         started = time.perf_counter()
         tail = []
-        child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        # Unbuffered: the measurement's lines arrive as they are printed.
+        unbuffered = {"PYTHONUNBUFFERED": os.environ.get("PYTHONUNBUFFERED", "1")}
+        try:
+            child = childproc.start(args, runtime_config, env=unbuffered, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, bufsize=1)
+        except ValueError as error:  # environment_for: e.g. a GPU index out of range
+            raise BenchError(str(error)) from None
         try:
             for line in child.stdout:
                 line = line.rstrip("\n")

@@ -29,6 +29,8 @@ from prednet_keras import runs
 __all__ = [
     "EvalError",
     "ModelRef",
+    "baseline_verdict",
+    "load_run_model",
     "comparison_rows",
     "compute_scores",
     "evaluate_model",
@@ -399,6 +401,39 @@ def compute_scores(X, Xhat, extrap_start=None):
     return scores
 
 
+def baseline_verdict(scores):
+    """The model's MSE against the previous-frame baseline's, in words.
+
+    E.g. "24.4x the previous frame's error: worse than copying the last frame".
+    """
+    ratio = scores.get("mse_ratio")
+    if ratio is None:
+        return "the previous-frame baseline has no error here (no motion): no comparison"
+    if ratio < 1:
+        return (f"{ratio:.3g}x the previous frame's error ({(1 - ratio) * 100:.1f}% lower): "
+                "better than copying the last frame")
+    if ratio > 1:
+        return f"{ratio:.3g}x the previous frame's error: worse than copying the last frame"
+    return "the same error as copying the last frame"
+
+
+def plot_sequences(count, plots):
+    """The test sequences drawn in prediction_plots/: `plots` of them, evenly spread."""
+    return [int(i) for i in np.unique(np.linspace(0, count - 1, min(plots, count)).round().astype(int))]
+
+
+def plot_name(number, sequence):
+    """prediction_plots/ file name: numbered 1, 2, ... and naming the test sequence drawn."""
+    return f"plot_{number:02d}_sequence_{sequence:03d}.png"
+
+
+def plot_note(sequences, count):
+    """What prediction_plots/ holds, for prediction_scores.txt."""
+    shown = ", ".join(str(i) for i in sequences)
+    return (f"{len(sequences)} of the {count} test sequences ({shown}), evenly spread; "
+            "plot_NN_sequence_III.png is plot NN, of test sequence III (from 0); rows Actual / Predicted")
+
+
 def scores_text(scores, name=None):
     """prediction_scores.txt: kitti_evaluate.py's two lines, then the rest."""
     lines = [
@@ -413,6 +448,7 @@ def scores_text(scores, name=None):
         " (first step not scored)",
         f"MSE   model {scores['mse_model']:.6g}   previous frame {scores['mse_prev']:.6g}"
         + (f"   ratio {scores['mse_ratio']:.3f}" if scores.get("mse_ratio") is not None else ""),
+        f"      {baseline_verdict(scores)}",
         f"SSIM  model {scores['ssim_model']:.4f}   previous frame {scores['ssim_prev']:.4f}",
         f"PSNR  model {scores['psnr_model']:.2f} dB   previous frame {scores['psnr_prev']:.2f} dB",
     ]
@@ -425,6 +461,9 @@ def scores_text(scores, name=None):
             f"SSIM  model {extrap['ssim_model']:.4f}   last seen frame {extrap['ssim_last_seen']:.4f}",
             f"PSNR  model {extrap['psnr_model']:.2f} dB   last seen frame {extrap['psnr_last_seen']:.2f} dB",
         ]
+    plotted = scores.get("plots")
+    if plotted:
+        lines += ["", f"{PLOTS_DIR}/: {plot_note(plotted, scores['sequences'])}"]
     per = scores["per_step"]
     lines += ["", "per time step:", f"{'t':>3} {'MSE model':>11} {'MSE prev':>11} {'SSIM model':>10} {'PSNR model':>10}"]
     for t in per["t"]:
@@ -527,6 +566,8 @@ def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / SCORES_JSON, folder / SCORES_TXT, folder / PER_STEP_PLOT]
+    if X is not None and plots:
+        scores = dict(scores, plots=plot_sequences(len(X), plots))
     runs.atomic_write_json(written[0], scores)
     runs.atomic_write(written[1], scores_text(scores, name))
     plot_per_step(scores, written[2], title=name)
@@ -535,12 +576,42 @@ def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_
         plot_dir.mkdir(exist_ok=True)
         for old in plot_dir.glob("plot_*.png"):
             old.unlink()
-        chosen = np.unique(np.linspace(0, len(X) - 1, min(plots, len(X))).round().astype(int))
-        for i in chosen:
-            path = plot_dir / f"plot_{i:03d}.png"
-            plot_grid(X[i], Xhat[i], path, extrap_start, title=f"{name or ''} sequence {i}".strip())
+        for number, i in enumerate(plot_sequences(len(X), plots), start=1):
+            path = plot_dir / plot_name(number, i)
+            plot_grid(X[i], Xhat[i], path, extrap_start, title=f"{name or ''} test sequence {i}".strip())
             written.append(path)
     return written
+
+
+def load_run_model(ref):
+    """Loads a model to evaluate; one from a run folder must hold the weights its run recorded.
+
+    A model.keras that was replaced or changed after training (another run's
+    file copied in, a damaged copy) would be scored under the run's name and
+    manifest; it is refused instead.
+
+    Args:
+        ref: a ModelRef.
+
+    Raises:
+        EvalError: the weights differ from the run's record.
+    """
+    from prednet_keras.saving import load_model
+    from prednet_keras.starting_point import weights_checksum
+
+    model = load_model(ref.path, compile=False)
+    if ref.run_folder is None:
+        return model
+    recorded = runs.RunFolder(ref.run_folder).recorded_model_checksum()
+    if recorded is not None:
+        expected, where = recorded
+        actual = weights_checksum(model)
+        if actual != expected:
+            raise EvalError(
+                f"{ref.path} does not hold the weights its run recorded ({where} {expected[:12]}..., the file "
+                f"holds {actual[:12]}...): it was replaced or changed after training, so it is not scored."
+            )
+    return model
 
 
 def evaluate_model(ref, X, nt=None, extrap_start=None, batch_size=8, jit_compile=None):
@@ -557,9 +628,7 @@ def evaluate_model(ref, X, nt=None, extrap_start=None, batch_size=8, jit_compile
     Returns:
         (scores, Xhat).
     """
-    from prednet_keras.saving import load_model
-
-    model = load_model(ref.path, compile=False)
+    model = load_run_model(ref)
     Xhat = predict(model, X, nt=nt, extrap_start=extrap_start, batch_size=batch_size, jit_compile=jit_compile)
     return compute_scores(X, Xhat, extrap_start), Xhat
 

@@ -16,6 +16,12 @@ moved into place with `os.replace`, so an interruption leaves either the old
 file or the new one, never a truncated one. `state.json` is written only after
 the checkpoint it names is complete, so it always points at a usable file.
 
+A command that is refused, or fails before it has anything to show, leaves a
+run folder as it found it: the checks here (`check_new`, `check_resumable`,
+`check_continuable`) read and never write, shipped runs (`shipped_reason`) are
+never written, and `Replacement` keeps an old run aside until its replacement
+has completed an epoch.
+
 This module imports no framework: the CLI process uses it before the training
 process starts.
 """
@@ -31,6 +37,7 @@ from pathlib import Path
 
 __all__ = [
     "HISTORY_FIELDS",
+    "Replacement",
     "RunFolder",
     "RunFolderError",
     "atomic_write",
@@ -39,6 +46,8 @@ __all__ = [
     "is_run_folder",
     "new_manifest",
     "plot_history",
+    "plural",
+    "shipped_reason",
 ]
 
 MANIFEST = "manifest.json"
@@ -51,6 +60,10 @@ INITIAL_WEIGHTS = "initial_weights.h5"
 
 RUN_FORMAT = "prednet-keras-run"
 RUN_FORMAT_VERSION = 1
+
+# A file of this name in a run folder marks it as shipped: a published result
+# that no command writes into (see shipped_reason).
+SHIPPED_MARKER = "SHIPPED"
 
 # kind: "step" rows carry the loss of one batch; "epoch" rows the mean training
 # loss of the epoch and the validation loss. epoch and step count from 1.
@@ -185,6 +198,9 @@ def is_run_folder(path):
 def find_runs(path):
     """The run folders at `path`: itself if it is one, else its sub-folders that are.
 
+    Hidden sub-folders are skipped: they are work in progress (an old run kept
+    aside by --overwrite, a study's partial runs), not results.
+
     Args:
         path: a run folder or a folder of run folders.
 
@@ -196,7 +212,35 @@ def find_runs(path):
         return [path]
     if not path.is_dir():
         return []
-    return sorted(p for p in path.iterdir() if p.is_dir() and (is_run_folder(p) or (p / MODEL).is_file()))
+    return sorted(
+        p for p in path.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and (is_run_folder(p) or (p / MODEL).is_file())
+    )
+
+
+def plural(count, noun):
+    """"1 epoch", "2 epochs"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def shipped_reason(path):
+    """Why `path` is a shipped run folder that no command may write into, or None.
+
+    Shipped: it lies inside the installed prednet_keras package (the models of
+    prednet_keras.pretrained travel there), or it holds a SHIPPED marker file
+    (a published run kept anywhere else).
+
+    Args:
+        path: a folder (need not exist).
+    """
+    path = Path(path)
+    real = path.resolve()
+    package = Path(__file__).resolve().parent
+    if real == package or package in real.parents:
+        return "it lies inside the installed prednet_keras package"
+    if (path / SHIPPED_MARKER).is_file():
+        return f"it holds a {SHIPPED_MARKER} marker file"
+    return None
 
 
 class RunFolder:
@@ -224,6 +268,15 @@ class RunFolder:
         """True when the folder holds a run (a manifest)."""
         return is_run_folder(self.path)
 
+    def check_not_shipped(self):
+        """Fails when this folder is a shipped run (see shipped_reason). Changes nothing."""
+        reason = shipped_reason(self.path)
+        if reason:
+            raise RunFolderError(
+                f"{self.path} is a shipped model ({reason}): no command writes into it; "
+                "train a new run with another --output."
+            )
+
     def check_new(self, overwrite=False):
         """Fails unless a new run may be written here. Changes nothing.
 
@@ -239,30 +292,79 @@ class RunFolder:
                 f"{self.path} exists, is not empty and is not a run folder (no {MANIFEST}); "
                 "choose another --output (it is never deleted, even with --overwrite)."
             )
+        self.check_not_shipped()
         if not overwrite:
             done = self.completed_epochs()
             raise RunFolderError(
-                f"{self.path} already holds a run ({done} epoch{'s' if done != 1 else ''} completed); "
+                f"{self.path} already holds a run ({plural(done, 'epoch')} completed); "
                 "pass --resume to continue it, --overwrite to replace it, or choose another --output."
             )
 
-    def create(self, overwrite=False):
-        """Makes the folder for a new run, replacing an old run only with overwrite.
-
-        Args:
-            overwrite: whether an existing run folder may be replaced.
-        """
-        self.check_new(overwrite)
-        if self.exists():
-            shutil.rmtree(self.path)
+    def create(self):
+        """Makes the (empty or missing) folder of a new run; see check_new and Replacement."""
+        self.check_new()
         self.path.mkdir(parents=True, exist_ok=True)
 
     def check_resumable(self):
-        """Fails unless this folder holds a run that --resume can continue."""
+        """Fails unless this folder holds a run whose files match its record. Changes nothing.
+
+        Refused: a missing folder, a folder that is not a prednet-keras run
+        folder (no manifest, or another format), a shipped run, and a run whose
+        manifest records completed epochs that its files cannot continue from
+        (no state.json or checkpoint for them: a copied or damaged folder).
+
+        Returns:
+            (manifest, completed epochs).
+        """
         if not self.path.is_dir():
             raise RunFolderError(f"Nothing to resume: {self.path} does not exist.")
         if not self.exists():
             raise RunFolderError(f"Nothing to resume: {self.path} is not a run folder (no {MANIFEST}).")
+        manifest = self.read_manifest()
+        if not isinstance(manifest, dict) or manifest.get("format") != RUN_FORMAT:
+            found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+            raise RunFolderError(
+                f"Nothing to resume: {self.manifest_path} is not a prednet-keras run manifest "
+                f"(format {found!r}, expected {RUN_FORMAT!r})."
+            )
+        if int(manifest.get("format_version") or 0) > RUN_FORMAT_VERSION:
+            raise RunFolderError(
+                f"{self.manifest_path} has format_version {manifest['format_version']}; this prednet-keras "
+                f"reads up to {RUN_FORMAT_VERSION}: resume it with the version that made it."
+            )
+        self.check_not_shipped()
+        state = self.read_state()
+        done = int(state["epoch"]) if state else 0
+        recorded = (manifest.get("result") or {}).get("epochs_completed")
+        if recorded is not None and int(recorded) != done:
+            holds = f"the checkpoint of epoch {done}" if state else f"no checkpoint to continue from (no {STATE})"
+            raise RunFolderError(
+                f"{self.manifest_path} records {plural(int(recorded), 'completed epoch')} (result.epochs_completed) "
+                f"but {self.path} holds {holds}: its files do not match its record, so it cannot be resumed."
+            )
+        return manifest, done
+
+    def check_continuable(self, manifest, done, epochs=None):
+        """Fails when a --resume would have nothing to train. Changes nothing.
+
+        A run that has completed its epochs is continued only by raising
+        --epochs above them, the documented way to train a finished run further.
+
+        Args:
+            manifest: the run's manifest.
+            done: its completed epochs.
+            epochs: the --epochs given with --resume, or None.
+        """
+        total = int((manifest.get("options") or {}).get("epochs") or 0)
+        if epochs is not None and epochs < done:
+            raise RunFolderError(f"--epochs {epochs} is fewer than the {done} already completed in {self.path}.")
+        finished = manifest.get("status") == "complete" or (total and done >= total)
+        if finished and (epochs is None or epochs <= done):
+            raise RunFolderError(
+                f"{self.path} is complete ({done} of {plural(total, 'epoch')}): nothing to resume. To train it "
+                f"further, raise --epochs above {done} (e.g. prednet-train --resume --epochs {2 * max(done, 1)} "
+                f"-o {self.path})."
+            )
 
     def remove_temporaries(self):
         """Deletes temporary files a killed process left mid-write (never a
@@ -327,6 +429,40 @@ class RunFolder:
             return 0
         return int(state["epoch"]) if state else 0
 
+    def recorded_model_checksum(self):
+        """The weights checksum model.keras must have, and where it is recorded; None when none is.
+
+        A complete run records it as result.model_weights_checksum. Runs from
+        before that field are checked against result.weights_checksum (the
+        final weights) where model.keras holds them: the study models, which
+        save their final model, and runs whose best epoch was the last. A run
+        still training replaces model.keras as it goes: nothing to check yet.
+
+        Returns:
+            (checksum, "manifest.json result.<field>") or None.
+        """
+        manifest = self.read_manifest()
+        result = manifest.get("result") or {}
+        if manifest.get("status") != "complete":
+            return None
+        if result.get("model_weights_checksum"):
+            return result["model_weights_checksum"], f"{MANIFEST} result.model_weights_checksum"
+        final = result.get("weights_checksum")
+        study_model = (manifest.get("options") or {}).get("model") in ("prednet-chainer", "autoencoder")
+        if final and (study_model or (result.get("best_epoch") and result.get("best_epoch") == result.get("epochs_completed"))):
+            return final, f"{MANIFEST} result.weights_checksum"
+        return None
+
+    def has_results(self):
+        """True once the run has something to show: a completed epoch, or (the
+        study models, which keep no checkpoints) a complete manifest."""
+        if self.completed_epochs() > 0:
+            return True
+        try:
+            return self.read_manifest().get("status") == "complete"
+        except RunFolderError:
+            return False
+
     def checkpoint_path(self, epoch):
         """Where the checkpoint of a completed epoch (from 1) is written."""
         return self.checkpoints_path / f"epoch-{epoch:04d}.weights.h5"
@@ -361,6 +497,67 @@ class RunFolder:
     def open_history(self):
         """A HistoryWriter appending to history.csv (creating it with a header)."""
         return HistoryWriter(self.history_path)
+
+
+class Replacement:
+    """--overwrite without losing the old run to a new one that fails early.
+
+    The old run folder is renamed aside (`.<name>.previous`, beside it, so
+    the same file system and an atomic rename), the new run is made under the
+    old name, and the old one is deleted only once the new one has completed
+    an epoch (`commit`). If the new run ends before that, `rollback` removes
+    it and renames the old one back, byte for byte as it was. If the command
+    dies in between (kill -9), `recover` finishes the job on the next command
+    that writes this folder.
+
+    Args:
+        folder: the RunFolder being replaced.
+    """
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.aside = folder.path.parent / f".{folder.path.name}.previous"
+        self.active = False
+
+    def begin(self):
+        """Moves the old run aside; the folder's name is then free for the new run."""
+        if self.aside.exists():
+            raise RunFolderError(f"{self.aside} exists (an old run kept aside); move it away first.")
+        os.rename(self.folder.path, self.aside)
+        self.active = True
+
+    def commit(self):
+        """Deletes the old run: the new one has something to replace it with."""
+        shutil.rmtree(self.aside)
+        self.active = False
+
+    def rollback(self):
+        """Removes the new run and puts the old one back under its name."""
+        if self.folder.path.exists():
+            shutil.rmtree(self.folder.path)
+        os.rename(self.aside, self.folder.path)
+        self.active = False
+
+    def recover(self):
+        """Settles what an --overwrite that was killed left behind; returns what it did, or None.
+
+        Its new run completed an epoch: the old run was due to be deleted, and
+        is. It did not: the old run is put back.
+        """
+        if not self.aside.is_dir():
+            return None
+        if self.folder.exists() and self.folder.has_results():
+            self.commit()
+            return (f"removed {self.aside}: the run that an interrupted --overwrite had kept aside "
+                    f"(its replacement {self.folder.path} has completed {plural(self.folder.completed_epochs(), 'epoch')})")
+        if self.folder.path.exists() and any(self.folder.path.iterdir()) and not self.folder.exists():
+            raise RunFolderError(
+                f"{self.aside} holds the run an interrupted --overwrite kept aside, and {self.folder.path} is not a "
+                "run folder; move one of them away."
+            )
+        self.rollback()
+        return (f"restored {self.folder.path} from {self.aside}: an earlier --overwrite was stopped before its "
+                "new run completed an epoch")
 
 
 def _parse_history_row(row):

@@ -5,8 +5,7 @@ Most of these switches are fixed when a framework is imported or first touches a
 device, so a process can be configured once. The intended use is one process per
 run:
 
-    parent:  env = environment_for(config)            # pure: no framework imported
-             subprocess.run([sys.executable, ...], env=env)   # or run_child(...)
+    parent:  childproc.start(["-m", MODULE, ...], config)   # environment_for(config), no framework imported
     child:   effective = configure(config)            # first thing, before any model
              ...                                      # (or configure_from_environment())
 
@@ -45,7 +44,6 @@ __all__ = [
     "read_back",
     "record",
     "relevant_environment",
-    "run_child",
     "unsupported_message",
     "unsupported_settings",
     "verify",
@@ -407,25 +405,6 @@ def relevant_environment(env=None):
     return {key: env[key] for key in sorted(RECORDED_ENVIRONMENT) if key in env}
 
 
-def run_child(config, args, **kwargs):
-    """Runs `python *args` in a child process set up for `config`.
-
-    The child should call `configure_from_environment()` (or `configure(config)`)
-    before it builds anything.
-
-    Args:
-        config: a RuntimeConfig.
-        args: arguments after the interpreter, e.g. ["-m", "prednet_keras.cli.env", ...].
-        **kwargs: passed to subprocess.run (env is set here and may not be given).
-
-    Returns:
-        subprocess.CompletedProcess.
-    """
-    if "env" in kwargs:
-        raise TypeError("run_child sets the environment itself; pass the settings in `config`.")
-    return subprocess.run([sys.executable, *args], env=environment_for(config), **kwargs)
-
-
 # ------------------------------------------------------------------------- configure
 def _jax_initialised():
     """Whether JAX has already created its device backends (then flags are fixed)."""
@@ -689,7 +668,7 @@ def configure_from_environment(check=True):
     text = os.environ.get(CONFIG_ENV)
     if not text:
         raise RuntimeSetupError(
-            f"{CONFIG_ENV} is not set: start this process with environment_for(config) or run_child."
+            f"{CONFIG_ENV} is not set: start this process with environment_for(config) (childproc.start does)."
         )
     config = RuntimeConfig.from_dict(json.loads(text))
     return config, configure(config, check=check)

@@ -34,6 +34,7 @@ import numpy as np
 
 from prednet_keras._options import OptionsRecord
 from prednet_keras import runs
+from prednet_keras.runs import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.models import build_training_model, layer_loss_weights_for, time_loss_weights_for
 from prednet_keras.trajectory import FILE as TRAJECTORY_FILE
@@ -518,11 +519,15 @@ class RunRecorder(keras.callbacks.Callback):
         config: the resolved TrainConfig (for the learning rate).
         trajectory: a trajectory.Trajectory to feed after every step and save
             with every checkpoint, or None.
+        model_checksum: weights checksum of the model.keras already written
+            (a resumed run's best so far), or None.
     """
 
-    def __init__(self, folder, export_model, monitor, best, steps_per_epoch, config, trajectory=None):
+    def __init__(self, folder, export_model, monitor, best, steps_per_epoch, config, trajectory=None,
+                 model_checksum=None):
         super().__init__()
         self.folder = folder
+        self.model_checksum = model_checksum
         self.trajectory = trajectory
         self.export_model = export_model
         self.monitor = monitor
@@ -601,8 +606,15 @@ class RunRecorder(keras.callbacks.Callback):
         if self.trajectory is not None:
             # Before the checkpoint: a resumed run drops snapshots past its checkpoint.
             self.trajectory.save()
+        from prednet_keras.starting_point import weights_checksum
+
         checkpoint = self.folder.checkpoint_path(done)
         runs.write_through_temporary(checkpoint, self.model.save_weights)
+        # Checked when the checkpoint is loaded again (resume) and, for the
+        # best epoch's, when model.keras is (prednet-eval).
+        checksum = weights_checksum(self.model)
+        if improved:
+            self.model_checksum = checksum
         self.folder.write_state(
             {
                 "epoch": done,
@@ -612,6 +624,8 @@ class RunRecorder(keras.callbacks.Callback):
                 "best_value": self.best_value if self.best_epoch else None,
                 "loss": loss,
                 "val_loss": val_loss,
+                "weights_checksum": checksum,
+                "model_weights_checksum": self.model_checksum,
             }
         )
         if improved:
@@ -627,6 +641,67 @@ class RunRecorder(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         self._write_steps(self._losses.flush())
         self.history.close()
+
+
+class StopOnRequest(keras.callbacks.Callback):
+    """Stops training (KeyboardInterrupt) at the next step once `should_stop()` is true.
+
+    A signal handler that raises KeyboardInterrupt raises it wherever the
+    main thread is, which can be a finalizer, where Python prints it and
+    drops it; the request the handler also recorded stops training here.
+
+    Args:
+        should_stop: a function returning True once a stop was asked for.
+    """
+
+    def __init__(self, should_stop):
+        super().__init__()
+        self.should_stop = should_stop
+
+    def _check(self, *args, **kwargs):
+        if self.should_stop():
+            raise KeyboardInterrupt
+
+    on_train_batch_begin = on_train_batch_end = on_test_batch_begin = on_epoch_end = _check
+
+
+class FirstCallAnnouncer(keras.callbacks.Callback):
+    """Says when the first training and validation steps, which compile, start and end.
+
+    Compiling can take over a minute (74 s with XLA on a GPU) and prints
+    nothing by itself, so a log, a pipe or nohup would show a process that
+    looks hung; these lines appear on any output.
+
+    Args:
+        bar: a progress bar is being drawn (the validation's line then
+            starts on a new line, below the bar).
+    """
+
+    def __init__(self, bar=False):
+        super().__init__()
+        self.lead = "\n" if bar else ""
+        self._train_started = self._test_started = None
+
+    def on_train_begin(self, logs=None):
+        print("Compiling the training step (done by the first step; can take a minute or more) ...", flush=True)
+        self._train_started = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._train_started is not None:
+            seconds = time.perf_counter() - self._train_started
+            print(f"  first training step done in {seconds:.1f} s (compilation included)", flush=True)
+            self._train_started = None
+
+    def on_test_begin(self, logs=None):
+        if self._test_started is None:
+            print(f"{self.lead}Compiling the validation step (done by the first validation) ...", flush=True)
+            self._test_started = time.perf_counter()
+
+    def on_test_end(self, logs=None):
+        if self._test_started not in (None, False):
+            seconds = time.perf_counter() - self._test_started
+            print(f"  first validation done in {seconds:.1f} s (compilation included)", flush=True)
+            self._test_started = False
 
 
 class ProgressLogger(keras.callbacks.Callback):
@@ -785,17 +860,27 @@ def _layer_loss_spec(value):
     return value if isinstance(value, str) else list(value)
 
 
-def run_training(run_dir, runtime_record=None, quiet=False):
+def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_stop=None):
     """Trains the run in `run_dir` from its last completed epoch (or from the start).
 
     The manifest must hold "options" (a TrainConfig dict) and "runtime"
     ("requested"); this function fills in everything else.
+
+    Nothing in the folder is written until the data is loaded, the model is
+    built and, when continuing, the checkpoint is loaded and matches the
+    weights checksum recorded with it: a resume that fails before then leaves
+    the folder as it was.
 
     Args:
         run_dir: the run folder (as prednet-train creates it).
         runtime_record: dict with "effective" settings and "fingerprint" of
             this process (from runtime.configure / runtime.fingerprint).
         quiet: one line per epoch instead of a progress bar.
+        resume: for `prednet-train --resume`, a dict with "command", "time"
+            and "epochs" (the new total, or None to keep the recorded one);
+            recorded in the manifest once the run is verified.
+        should_stop: a function; when it returns True, training stops at the
+            next step with KeyboardInterrupt (see StopOnRequest).
 
     Returns:
         The manifest's "result" dict.
@@ -804,31 +889,22 @@ def run_training(run_dir, runtime_record=None, quiet=False):
 
     folder = runs.RunFolder(run_dir)
     manifest = folder.read_manifest()
-    config = TrainConfig.from_dict(manifest["options"]).resolved()
+    options = dict(manifest["options"])
+    recorded_epochs = options["epochs"]
+    if resume and resume.get("epochs") is not None:
+        options["epochs"] = int(resume["epochs"])
+    config = TrainConfig.from_dict(options).resolved()
     runtime_record = runtime_record or {}
-    session = {"started": _now(), "pid": os.getpid(), "backend": keras.backend.backend()}
-    # Each process that worked on the run (the first, then every resume) is
-    # listed; its runtime is spelled out only where it differs from the first's.
-    for key, first in (("effective", (manifest.get("runtime") or {}).get("effective")), ("fingerprint", manifest.get("fingerprint"))):
-        value = runtime_record.get(key)
-        session[key] = "same as the run's" if value is not None and _comparable(value) == _comparable(first) else value
-    folder.remove_temporaries()
     state = folder.read_state()
     first_epoch = int(state["epoch"]) if state else 0
-    session["start_epoch"] = first_epoch
-    for earlier in manifest.setdefault("sessions", []):
-        if "ended" not in earlier:
-            # Killed without a chance to say so (SIGKILL, power cut).
-            earlier.setdefault("status", "killed")
-    manifest["sessions"].append(session)
-    manifest["status"] = "running"
-    folder.write_manifest(manifest)
 
+    started = time.perf_counter()
     print(f"Loading data ({'embedded real video' if config.data is None else config.data}) ...", flush=True)
     train_data, val_data, data_info = load_training_data(config)
     if "data" in manifest and first_epoch > 0:
         _check_same_data(manifest["data"], data_info)
-    manifest["data"] = data_info
+    print(f"  loaded {len(train_data):,} training and {len(val_data) if val_data is not None else 0:,} validation "
+          f"frames in {time.perf_counter() - started:.1f} s", flush=True)
 
     from prednet_keras.data import SequenceGenerator
 
@@ -856,6 +932,19 @@ def run_training(run_dir, runtime_record=None, quiet=False):
     export_model = keras.Model(model.inputs, model.outputs, name="prednet_training")
 
     initial = manifest.get("initial_weights") or {}
+    if first_epoch > 0:
+        started = time.perf_counter()
+        checkpoint = folder.path / state["checkpoint"]
+        print(f"Loading the checkpoint of epoch {first_epoch} ({checkpoint}) ...", flush=True)
+        # Optimizer variables must exist before load_weights can restore them.
+        model.optimizer.build(model.trainable_variables)
+        model.load_weights(checkpoint)
+        _verify_checkpoint(folder, manifest, state, starting_point.weights_checksum(model))
+        print(f"  loaded and verified in {time.perf_counter() - started:.1f} s", flush=True)
+
+    # -- from here on the run folder is written ---------------------------
+    session = _begin_session(folder, manifest, config, runtime_record, first_epoch, resume, recorded_epochs)
+
     if first_epoch == 0:
         if initial.get("file") and (folder.path / initial["file"]).is_file():
             # A restart before the first epoch ended: the same starting point as before.
@@ -875,15 +964,13 @@ def run_training(run_dir, runtime_record=None, quiet=False):
         folder.truncate_history(0)
         best = None
     else:
-        # Optimizer variables must exist before load_weights can restore them.
-        model.optimizer.build(model.trainable_variables)
-        model.load_weights(folder.path / state["checkpoint"])
         folder.truncate_history(first_epoch)
         best = (state["best_epoch"], state["best_value"]) if state.get("best_epoch") else None
         if state.get("best_epoch") == first_epoch:
             export_best(export_model, folder)
         print(f"Resuming after epoch {first_epoch} of {config.epochs}.", flush=True)
 
+    manifest["data"] = data_info
     manifest.update(
         initial_weights=initial,
         seeds={
@@ -902,26 +989,29 @@ def run_training(run_dir, runtime_record=None, quiet=False):
             "layer_loss_weights": layer_loss_weights_for(_layer_loss_spec(config.layer_loss), config.nb_layers),
             "time_loss_weights": time_loss_weights_for(config.nt),
         },
-        schedule={
-            "epochs": config.epochs,
-            "steps_per_epoch": config.steps_per_epoch,
-            "batch_size": config.batch_size,
-            "optimizer": "adam",
-            "lr": config.lr,
-            "lr_drop_epoch": config.lr_drop_epoch,
-            "lr_after_drop": config.lr * config.lr_drop_factor,
-            "loss": "mean_absolute_error of the weighted error vs 0",
-            "monitor": monitor,
-            "jit_compile": jit,
-            "augment": list(config.augment),
-        },
+    )
+    # Merged, not replaced: the CLI records why the learning rate drops when it does.
+    manifest["schedule"] = dict(
+        manifest.get("schedule") or {},
+        epochs=config.epochs,
+        steps_per_epoch=config.steps_per_epoch,
+        batch_size=config.batch_size,
+        optimizer="adam",
+        lr=config.lr,
+        lr_drop_epoch=config.lr_drop_epoch,
+        lr_after_drop=config.lr * config.lr_drop_factor,
+        lr_by_epoch=schedule_text(config),
+        loss="mean_absolute_error of the weighted error vs 0",
+        monitor=monitor,
+        jit_compile=jit,
+        augment=list(config.augment),
     )
     session["jit_compile"] = jit
     folder.write_manifest(manifest)
 
     if first_epoch >= config.epochs:
-        print(f"Nothing to do: {first_epoch} of {config.epochs} epochs already completed.", flush=True)
-        return _finish(folder, manifest, session, state)
+        print(f"Nothing to do: {first_epoch} of {plural(config.epochs, 'epoch')} already completed.", flush=True)
+        return _finish(folder, manifest, session, state, starting_point.weights_checksum(model))
 
     batches = EpochBatches(
         sequences, config.batch_size, config.steps_per_epoch, first_epoch, config.epochs, config.seed,
@@ -933,12 +1023,17 @@ def run_training(run_dir, runtime_record=None, quiet=False):
         trajectory.resume(first_epoch * config.steps_per_epoch)
         trajectory.start(model, first_epoch * config.steps_per_epoch)
     recorder = RunRecorder(folder, export_model, monitor, best, config.steps_per_epoch, config,
-                           trajectory if trajectory.enabled else None)
+                           trajectory if trajectory.enabled else None,
+                           model_checksum=state.get("model_weights_checksum") if state else None)
+    progress = ProgressLogger(config.epochs, config.steps_per_epoch, config, recorder, quiet=quiet)
     callbacks = [
         keras.callbacks.LearningRateScheduler(lambda epoch, lr=None: learning_rate_at(epoch, config)),
         recorder,
-        ProgressLogger(config.epochs, config.steps_per_epoch, config, recorder, quiet=quiet),
+        FirstCallAnnouncer(bar=not progress.quiet),
+        progress,
     ]
+    if should_stop is not None:
+        callbacks.insert(0, StopOnRequest(should_stop))
     print(
         f"Training {config.model} ({model.count_params():,} parameters) on {len(sequences)} sequences of "
         f"{config.nt} frames {'x'.join(map(str, train_data.frame_shape))}, "
@@ -947,6 +1042,7 @@ def run_training(run_dir, runtime_record=None, quiet=False):
         f"backend {keras.backend.backend()}.",
         flush=True,
     )
+    print(f"Learning rate: {schedule_text(config)} ({_drop_rule(manifest, config)}).", flush=True)
     started = time.perf_counter()
     try:
         model.fit(
@@ -980,8 +1076,102 @@ def run_training(run_dir, runtime_record=None, quiet=False):
     return _finish(folder, manifest, session, folder.read_state(), starting_point.weights_checksum(model))
 
 
+def _verify_checkpoint(folder, manifest, state, actual):
+    """Fails when a loaded checkpoint's weights are not the ones recorded with it.
+
+    state.json records the checksum of each checkpoint it names; runs from
+    before that record are checked against result.weights_checksum (the final
+    weights) when the checkpoint is the final epoch's.
+    """
+    expected, where = state.get("weights_checksum"), f"{runs.STATE} weights_checksum"
+    result = manifest.get("result") or {}
+    if expected is None and result.get("weights_checksum") and result.get("epochs_completed") == state["epoch"]:
+        expected, where = result["weights_checksum"], f"{runs.MANIFEST} result.weights_checksum"
+    if expected is not None and expected != actual:
+        raise runs.RunFolderError(
+            f"{folder.path / state['checkpoint']} does not hold the weights recorded for it ({where} "
+            f"{expected[:12]}..., the file holds {actual[:12]}...): it was changed after it was written, so "
+            "this run cannot be continued."
+        )
+
+
+def _begin_session(folder, manifest, config, runtime_record, first_epoch, resume, recorded_epochs):
+    """Records this process in the manifest (the first write of a training process); returns its session."""
+    session = {"started": _now(), "pid": os.getpid(), "backend": keras.backend.backend()}
+    # Each process that worked on the run (the first, then every resume) is
+    # listed; its runtime is spelled out only where it differs from the first's.
+    runtime = manifest.setdefault("runtime", {})
+    if not runtime.get("effective") and runtime_record.get("effective"):
+        runtime["effective"] = runtime_record["effective"]
+        manifest["fingerprint"] = runtime_record.get("fingerprint")
+    for key, first in (("effective", runtime.get("effective")), ("fingerprint", manifest.get("fingerprint"))):
+        value = runtime_record.get(key)
+        session[key] = "same as the run's" if value is not None and _comparable(value) == _comparable(first) else value
+    session["start_epoch"] = first_epoch
+    for earlier in manifest.setdefault("sessions", []):
+        if "ended" not in earlier:
+            # Killed without a chance to say so (SIGKILL, power cut).
+            earlier.setdefault("status", "killed")
+    if resume:
+        manifest.setdefault("resumes", []).append(
+            {"command": resume.get("command"), "time": resume.get("time") or _now(), "after_epoch": first_epoch}
+        )
+        if config.epochs != recorded_epochs:
+            manifest["options"]["epochs"] = config.epochs
+            manifest.setdefault("epochs_changed", []).append(
+                {"from": recorded_epochs, "to": config.epochs, "at_epoch": first_epoch}
+            )
+    if "error" in manifest:
+        # The error belongs to the session that stopped on it, not to the run continuing now.
+        ended = [s for s in manifest["sessions"] if s.get("status") == "failed"]
+        if ended:
+            ended[-1].setdefault("error", manifest["error"])
+        manifest.setdefault("earlier_errors", []).append(manifest.pop("error"))
+    manifest["sessions"].append(session)
+    manifest["status"] = "running"
+    folder.remove_temporaries()
+    folder.write_manifest(manifest)
+    return session
+
+
+def schedule_text(config):
+    """The learning rate of every epoch in words, e.g. "0.001 for epochs 1-2, 0.0001 for epochs 3-4"."""
+    drop = min(max(config.lr_drop_epoch, 0), config.epochs)
+    parts = []
+    if drop > 0:
+        parts.append(f"{config.lr:g} for {_epoch_range(1, drop)}")
+    if drop < config.epochs:
+        parts.append(f"{config.lr * config.lr_drop_factor:g} for {_epoch_range(drop + 1, config.epochs)}")
+    return ", ".join(parts)
+
+
+def _epoch_range(first, last):
+    return f"epoch {first}" if first == last else f"epochs {first}-{last}"
+
+
+def lr_drop_rule(lr_drop_epoch, epochs):
+    """Why the learning rate drops where it does, for the manifest and the run's first lines.
+
+    Args:
+        lr_drop_epoch: --lr-drop-epoch as given (None: the default rule).
+        epochs: --epochs of the new run.
+    """
+    if lr_drop_epoch is None:
+        return (f"dropped after epochs // 2 = {epochs // 2} of {epochs}, kitti_train.py's rule (75 of 150); "
+                "--lr-drop-epoch sets another epoch")
+    return f"dropped after epoch {lr_drop_epoch}, as --lr-drop-epoch {lr_drop_epoch} asked"
+
+
+def _drop_rule(manifest, config):
+    return (manifest.get("schedule") or {}).get("lr_drop_epoch_rule") or f"dropped after epoch {config.lr_drop_epoch}"
+
+
 def _finish(folder, manifest, session, state, weights_checksum=None):
-    """Records the outcome in the manifest, redraws loss.png, prints a summary."""
+    """Records the outcome in the manifest, redraws loss.png, prints a summary.
+
+    The result is merged into the recorded one: a field this process cannot
+    recompute is kept, never dropped.
+    """
     history = folder.read_history()
     epochs = [r for r in history if r["kind"] == "epoch"]
     last = epochs[-1] if epochs else {}
@@ -997,16 +1187,18 @@ def _finish(folder, manifest, session, state, weights_checksum=None):
     }
     if weights_checksum:
         result["weights_checksum"] = weights_checksum
+    if state and state.get("model_weights_checksum"):
+        result["model_weights_checksum"] = state["model_weights_checksum"]
     session["ended"] = _now()
     session["end_epoch"] = result["epochs_completed"]
     manifest["status"] = "complete"
-    manifest["result"] = result
+    manifest["result"] = dict(manifest.get("result") or {}, **result)
     folder.write_manifest(manifest)
     if history:
         runs.plot_history(history, folder.loss_plot_path, title=folder.path.name)
     best = result.get("best_epoch")
     print(
-        f"Done: {result['epochs_completed']} epochs in {folder.path}"
+        f"Done: {plural(result['epochs_completed'], 'epoch')} completed in {folder.path}"
         + (f"; best epoch {best} ({state['monitor']} {state['best_value']:.6g}) in {folder.model_path}" if best else ""),
         flush=True,
     )
@@ -1038,21 +1230,35 @@ def _now():
 def mark_stopped(run_dir, status, error=None):
     """Records how a training process ended early ("interrupted" or "failed").
 
+    Only a process that has begun writing the run records anything: one that
+    stopped before (a resume refused in the training process, data that
+    would not load) leaves the run's record as it found it.
+
     Args:
         run_dir: the run folder.
         status: the new status.
         error: one-line description, for "failed".
+
+    Returns:
+        True when the manifest was written.
     """
     folder = runs.RunFolder(run_dir)
     try:
         manifest = folder.read_manifest()
     except runs.RunFolderError:
-        return
+        return False
+    sessions = manifest.get("sessions") or []
+    ours = bool(sessions) and sessions[-1].get("pid") == os.getpid() and "ended" not in sessions[-1]
+    if not ours and manifest.get("status") != "created":
+        return False
     manifest["status"] = status
     if error:
         manifest["error"] = error
-    if manifest.get("sessions"):
-        manifest["sessions"][-1]["ended"] = _now()
-        manifest["sessions"][-1]["end_epoch"] = folder.completed_epochs()
-        manifest["sessions"][-1]["status"] = status
+    if ours:
+        sessions[-1]["ended"] = _now()
+        sessions[-1]["end_epoch"] = folder.completed_epochs()
+        sessions[-1]["status"] = status
+        if error:
+            sessions[-1]["error"] = error
     folder.write_manifest(manifest)
+    return True

@@ -1,80 +1,91 @@
 """The training process, and how the CLI starts it.
 
-Backend, threads and determinism are fixed when the framework is imported, and
-`import prednet_keras` imports Keras; so `prednet-train` validates its options,
-writes the run folder's manifest, and trains in a fresh process:
+Backend, threads and determinism are fixed when the framework is imported; so
+`prednet-train` validates its options, writes the run folder's manifest, and
+trains in a fresh process (childproc: the runtime's environment, death with its
+parent, Ctrl-C passed on once):
 
-    python -m prednet_keras.worker train RUN_DIR [--quiet]
+    python -m prednet_keras.worker train RUN_DIR [--quiet] [--resume JSON]
 
-started with `runtime.environment_for(config)` in its environment, so the
-framework comes up configured; the process then calls `runtime.configure` before
-building anything. Its output goes straight to the terminal; its exit status is
-the command's: 0 done, 1 error (one line for user errors; a traceback for bugs,
-or for everything with PREDNET_DEBUG=1), 130 interrupted.
+The process calls `runtime.configure` before building anything. Its output goes
+straight to the terminal; its exit status is the command's: 0 done, 1 error
+(one line for user errors; a traceback for bugs, or for everything with
+PREDNET_DEBUG=1), 130 interrupted (Ctrl-C, SIGTERM, or the command that
+started it killed).
 """
 
 import argparse
+import json
 import os
 import signal
-import subprocess
 import sys
+import time
+
+from prednet_keras.childproc import exit_status
 
 __all__ = ["EXIT_INTERRUPTED", "exit_status", "launch", "main", "start"]
 
 EXIT_INTERRUPTED = 130
+# `import prednet_keras` loads no framework, so this is about when the process
+# started: its start-up (importing and configuring the framework) is reported.
+_STARTED = time.perf_counter()
 
 
-def start(run_dir, runtime_config, quiet=False, **popen_kwargs):
-    """Starts the training process for `run_dir` and returns it (a Popen).
+def start(run_dir, runtime_config, quiet=False, resume=None, **start_kwargs):
+    """Starts the training process for `run_dir` and returns it (a childproc.Child).
 
     Args:
         run_dir: the run folder (its manifest must exist).
         runtime_config: the runtime.RuntimeConfig asked for.
         quiet: one log line per epoch instead of a progress bar.
-        **popen_kwargs: passed to subprocess.Popen (e.g. stdout, start_new_session).
+        resume: for --resume, the record train.run_training takes (command,
+            time, epochs); the training process writes it once the run is verified.
+        **start_kwargs: passed to childproc.start (stdout, pass_fds, death_signal, ...).
     """
-    from prednet_keras import runtime
+    from prednet_keras import childproc
 
-    # environment_for returns the whole environment, with variables that would
-    # contradict the requested settings removed: use it as is, not merged.
-    env = {key: str(value) for key, value in runtime.environment_for(runtime_config).items()}
-    command = [sys.executable, "-m", "prednet_keras.worker", "train", os.fspath(run_dir)]
+    args = ["-m", "prednet_keras.worker", "train", os.fspath(run_dir)]
     if quiet:
-        command.append("--quiet")
-    return subprocess.Popen(command, env=env, **popen_kwargs)
+        args.append("--quiet")
+    if resume is not None:
+        args += ["--resume", json.dumps(resume)]
+    return childproc.start(args, runtime_config, **start_kwargs)
 
 
-def exit_status(code):
-    """A Popen return code as a shell reports it (killed by signal N: 128 + N)."""
-    return 128 - code if code < 0 else code
-
-
-def launch(run_dir, runtime_config, quiet=False):
+def launch(run_dir, runtime_config, quiet=False, resume=None, pass_fds=(), every_second=None):
     """Runs the training process for `run_dir` and waits for it.
 
-    Ctrl-C reaches the child too (same process group); this process waits for
-    the child to record the interruption instead of dying first.
+    Ctrl-C (and SIGTERM, SIGHUP) sent to this process is passed on to the
+    training process once; this process waits for it to record the
+    interruption instead of dying first.
 
     Args:
         run_dir: the run folder (its manifest must exist).
         runtime_config: the runtime.RuntimeConfig asked for.
         quiet: one log line per epoch instead of a progress bar.
+        resume: see start.
+        pass_fds: descriptors the child keeps open (the run folder's lock).
+        every_second: called about once a second while the child runs.
 
     Returns:
         The child's exit status.
     """
-    child = start(run_dir, runtime_config, quiet=quiet)
-    while True:
-        try:
-            code = child.wait()
-            break
-        except KeyboardInterrupt:
-            continue
-    return exit_status(code)
+    child = start(run_dir, runtime_config, quiet=quiet, resume=resume, pass_fds=tuple(pass_fds))
+    return child.wait_forwarding(every=every_second)
+
+
+_stop_requested = False
 
 
 def _raise_keyboard_interrupt(signum, frame):
+    global _stop_requested
+    _stop_requested = True
     raise KeyboardInterrupt
+
+
+def stop_requested():
+    """Whether SIGTERM or SIGINT asked this process to stop (see train.StopOnRequest)."""
+    return _stop_requested
 
 
 def _user_errors():
@@ -90,19 +101,21 @@ def _one_line(error):
     return _one_line(error)
 
 
-def train_main(run_dir, quiet=False):
+def train_main(run_dir, quiet=False, resume=None):
     """Configures the runtime from the run's manifest and trains.
 
     Args:
         run_dir: the run folder.
         quiet: one log line per epoch.
+        resume: see start.
 
     Returns:
         The exit status.
     """
     from prednet_keras import runs
 
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _raise_keyboard_interrupt)
     folder = runs.RunFolder(run_dir)
     try:
         from prednet_keras import runtime
@@ -113,24 +126,29 @@ def train_main(run_dir, quiet=False):
         # e.g. a GPU asked for and not visible.
         effective = runtime.configure(config)
         record = {"effective": effective, "fingerprint": runtime.fingerprint()}
-        if not manifest["runtime"].get("effective"):
-            manifest["runtime"]["effective"] = effective
-            manifest["fingerprint"] = record["fingerprint"]
-            folder.write_manifest(manifest)
+        print(f"{config.backend} started on {config.device} in {time.perf_counter() - _STARTED:.1f} s", flush=True)
 
         from prednet_keras.study_train import STUDY_MODELS
 
         if (manifest.get("options") or {}).get("model") in STUDY_MODELS:
             from prednet_keras import study_train
 
+            if not manifest["runtime"].get("effective"):
+                manifest["runtime"]["effective"] = effective
+                manifest["fingerprint"] = record["fingerprint"]
+                folder.write_manifest(manifest)
             study_train.run_study_training(run_dir, record, quiet=quiet)
             return 0
 
         from prednet_keras import train
 
-        train.run_training(run_dir, record, quiet=quiet)
+        # run_training records the runtime with its session, once the run is verified.
+        train.run_training(run_dir, record, quiet=quiet, resume=resume, should_stop=stop_requested)
         return 0
     except KeyboardInterrupt:
+        # One interruption is recorded; a second signal must not cut the record short.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
         from prednet_keras import train
 
         train.mark_stopped(run_dir, "interrupted")
@@ -143,6 +161,10 @@ def train_main(run_dir, quiet=False):
             )
             return EXIT_INTERRUPTED
         done = folder.completed_epochs()
+        if not done:
+            # prednet-train says what follows: a new run is undone, a resumed one can be resumed again.
+            print("\nInterrupted before completing an epoch.", file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
         print(
             f"\nInterrupted with {done} epoch{'s' if done != 1 else ''} completed; continue with:\n"
             f"  prednet-train --resume --output {folder.path}",
@@ -182,8 +204,9 @@ def main(argv=None):
     train = commands.add_parser("train", help="train the run in RUN_DIR from its last completed epoch")
     train.add_argument("run_dir")
     train.add_argument("--quiet", action="store_true")
+    train.add_argument("--resume", type=json.loads, help="the --resume record (JSON)")
     args = parser.parse_args(argv)
-    return train_main(args.run_dir, quiet=args.quiet)
+    return train_main(args.run_dir, quiet=args.quiet, resume=args.resume)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import tempfile
 
 import click
 
-from prednet_keras import runtime
+from prednet_keras import childproc, runtime
 from prednet_keras.cli.options import runtime_config, runtime_options
 
 # The settings shown side by side, in this order.
@@ -46,10 +46,8 @@ def probe(config, timeout=600):
     with tempfile.TemporaryDirectory(prefix="prednet-env-") as scratch:
         result_path = os.path.join(scratch, "result.json")
         try:
-            completed = runtime.run_child(
-                config, ["-m", "prednet_keras.cli.env", "--child", result_path],
-                capture_output=True, text=True, timeout=timeout,
-            )
+            completed = childproc.run(["-m", "prednet_keras.cli.env", "--child", result_path], config,
+                                      capture_output=True, text=True, timeout=timeout)
         except ValueError as error:  # environment_for: a GPU index out of range
             raise runtime.RuntimeSetupError(str(error)) from None
         except Exception as error:

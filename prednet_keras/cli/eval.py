@@ -24,7 +24,7 @@ Examples:
 @click.option("--extrap-start", type=click.IntRange(min=1), help="Feed predictions back from this step on (multi-step prediction); needs nt > T.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Sequences per forward pass.")
 @click.option("--plots", type=click.IntRange(min=0), default=10, show_default=True, help="Sequences drawn as Actual/Predicted grids.")
-@click.option("-o", "--output", type=click.Path(file_okay=False), help="Output folder [default: <run>/eval (one per model); with several models a comparison goes beside them].")
+@click.option("-o", "--output", type=click.Path(file_okay=False), help="Output folder [default: <run>/eval, or <run>/eval-<data>-nt<N>-extrap<T> naming what differs from the default evaluation; <stem>-eval/ beside a loose .keras file; with several models, also <parent>/eval-comparison/].")
 @click.option("--overwrite", is_flag=True, help="Replace earlier results in the output folders.")
 @click.option("--xla/--no-xla", default=None, help="XLA for the forward pass [default: off on TensorFlow, Keras' choice elsewhere].")
 @fail_on_user_errors
@@ -34,10 +34,22 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
     Writes prediction_scores.json and .txt (the authors' "Model MSE" and
     "Previous Frame MSE", first step excluded, plus SSIM, PSNR and every metric
     per time step), per_step.png and prediction_plots/ (rows Actual /
-    Predicted). With several models, also comparison.{txt,csv,json,png}.
+    Predicted; plot_NN_sequence_III.png is plot NN, drawing test sequence III).
+    With several models, also comparison.{txt,csv,json,png}.
+
+    \b
+    Where results go (unless -o is given):
+      <run>/eval/                     the default evaluation of a run folder
+      <run>/eval-<data>-nt<N>-extrap<T>/   another evaluation: the name says what
+                                      differs (--data's file stem, --nt,
+                                      --extrap-start), so none overwrites another
+      <stem>-eval/                    beside a loose .keras file
+      <parent>/eval-comparison/       with several models, their comparison
+
+    A model.keras in a run folder must hold the weights its manifest records
+    (result.model_weights_checksum); one that does not is refused.
     """
     from prednet_keras import evaluate
-    from prednet_keras.saving import load_model
 
     refs = evaluate.resolve_models(models)
     suffix = _suffix(data, nt, extrap_start)
@@ -57,7 +69,7 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
     results = []
     for ref, target in zip(refs, targets):
         started = time.perf_counter()
-        model = load_model(ref.path, compile=False)
+        model = evaluate.load_run_model(ref)
         if evaluate.is_image_model(model):
             # A --model autoencoder run: reconstruction MSE on MNIST's test set, and a grid.
             if extrap_start is not None or nt:
@@ -95,10 +107,9 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
         scores["seconds"] = round(time.perf_counter() - started, 3)
         evaluate.write_scores(target, scores, X, Xhat, plots=plots, name=ref.name, extrap_start=extrap_start)
         results.append((ref.name, scores))
-        ratio = f" ({scores['mse_ratio']:.2f}x)" if scores.get("mse_ratio") is not None else ""
         click.echo(
-            f"{ref.name}: MSE {scores['mse_model']:.6f} vs previous frame {scores['mse_prev']:.6f}{ratio}, "
-            f"SSIM {scores['ssim_model']:.4f}, PSNR {scores['psnr_model']:.2f} dB "
+            f"{ref.name}: MSE {scores['mse_model']:.6g} vs previous frame {scores['mse_prev']:.6g}: "
+            f"{evaluate.baseline_verdict(scores)}; SSIM {scores['ssim_model']:.4f}, PSNR {scores['psnr_model']:.2f} dB "
             f"on {scores['sequences']} sequences -> {target}"
         )
     if several and len(results) > 1:

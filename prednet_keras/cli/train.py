@@ -2,8 +2,10 @@
 
 import math
 import os
+import shutil
 import sys
 import time
+from pathlib import Path
 
 import click
 from click.core import ParameterSource
@@ -78,7 +80,7 @@ Examples:
 @click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True, help="Sequences per step.")
 @click.option("--nt", type=click.IntRange(min=2), default=10, show_default=True, help="Frames per sequence.")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3, show_default=True, help="Adam learning rate.")
-@click.option("--lr-drop-epoch", type=click.IntRange(min=0), help="Epochs at --lr; later epochs use lr x --lr-drop-factor [default: epochs // 2].")
+@click.option("--lr-drop-epoch", type=click.IntRange(min=0), help="Epochs at --lr; later epochs use lr x --lr-drop-factor [default: epochs // 2, kitti_train.py's rule (75 of 150), so a 4-epoch run trains epochs 3-4 at the lower rate].")
 @click.option("--lr-drop-factor", type=click.FloatRange(min=0, min_open=True), default=0.1, show_default=True, help="Learning-rate factor after the drop.")
 @click.option("--layer-loss", type=LayerLoss(), default="L_0", show_default=True, help="Weight of each layer's error: L_0 (pixels only), L_all (1, then 0.1), or a comma list.")
 @click.option("--val-sequences", type=click.IntRange(min=0), default=100, show_default=True, help="Fixed validation sequences (0: none; the best model is then the lowest training loss).")
@@ -88,8 +90,8 @@ Examples:
 @click.option("--init-weights", type=click.Path(dir_okay=False), help="Start from these initial weights (e.g. another run's initial_weights.h5) instead of the seed's.")
 @runtime_options()
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Run folder [default: weights/prednet-<date>-<time>].")
-@click.option("--resume", is_flag=True, help="Continue the run in --output from its last completed epoch (--epochs may be raised).")
-@click.option("--overwrite", is_flag=True, help="Replace an existing run folder at --output.")
+@click.option("--resume", is_flag=True, help="Continue the run in --output from its last completed epoch. A complete run is continued only with --epochs raised above its epochs; a shipped model, a folder that is not a run folder, or one whose files do not match its manifest is refused, unchanged.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing run folder at --output. The old run is kept aside until the new one completes its first epoch, and put back unchanged if the new one fails or is stopped before that.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Train N times into OUTPUT/repeat-1..N and say whether the runs are bit-identical (final weights and loss curves): a determinism audit.")
 @click.option("-q", "--quiet", is_flag=True, help="One log line per epoch instead of a progress bar.")
 @click.pass_context
@@ -102,70 +104,147 @@ def main(ctx, **options):
     epoch, L_0 loss, best model kept on 100 validation sequences. Without
     --data it trains on the real video shipped with the package.
 
+    The learning rate drops after epochs // 2 whatever --epochs is, as
+    kitti_train.py's did: a 4-epoch run trains epochs 1-2 at --lr and 3-4 at
+    lr x --lr-drop-factor. --lr-drop-epoch sets another epoch; the run's first
+    lines and its manifest (schedule) say which rule applied.
+
     The run folder gets manifest.json (options, runtime asked for and
     obtained, environment, seeds, checksums), history.csv, model.keras (best),
     a checkpoint of the last epoch for --resume, and loss.png.
+
+    A command that is refused or fails leaves an existing run folder as it
+    was: --resume refuses a complete run (unless --epochs is raised), a folder
+    that is not a run folder or whose files do not match its manifest, and a
+    shipped model; --overwrite keeps the old run until the new one has
+    completed its first epoch, and puts it back if the new one ends earlier.
 
     --model prednet-chainer and --model autoencoder train the study's own
     models by its protocol (--protocol paper|quick) instead of the KITTI
     recipe: the manifest then also holds the protocol's `metric`, history.csv
     has one row per update, and the run cannot be resumed (no checkpoints).
     """
-    from prednet_keras import worker
+    _check_combinations(ctx, options)
+    if options["overwrite"] and options["resume"]:
+        raise click.UsageError("--resume and --overwrite contradict each other.")
+    if options["repeat"] > 1:
+        if options["resume"]:
+            raise click.UsageError("--repeat makes new runs; it cannot be combined with --resume.")
+        ctx.exit(_repeat(options))
+    if options["resume"]:
+        ctx.exit(_resume(ctx, options))
+    ctx.exit(_train_new(options))
+
+
+def _train_new(options):
+    """A new run (replacing an old one with --overwrite); returns the exit status."""
+    from prednet_keras import runlock, runs
     from prednet_keras.study_train import STUDY_MODELS
 
-    _check_combinations(ctx, options)
-    if options["repeat"] > 1:
-        ctx.exit(_repeat(options))
-    if options["model"] in STUDY_MODELS:
-        existed = options["output"] is not None and os.path.isdir(options["output"])
-        folder, runtime_config = _prepare_study(options)
-        created = not existed
-    elif options["resume"]:
-        folder, runtime_config = _prepare_resume(ctx, options)
-        created = None
-    else:
-        existed = options["output"] is not None and os.path.isdir(options["output"])
-        folder, runtime_config = _prepare_new(options)
-        created = not existed
+    study = options["model"] in STUDY_MODELS
+    config = _study_config(options) if study else _checked_train_config(options)
+    runtime_config = _runtime_config(options)
+    folder = runs.RunFolder(options["output"] or _default_output(options["model"]))
+    replacement = runs.Replacement(folder)
+    if not replacement.aside.is_dir():
+        # Refused before anything is written, the lock file included.
+        folder.check_new(overwrite=options["overwrite"])
+    with runlock.RunLock(folder.path) as lock:
+        recovered = replacement.recover()
+        if recovered:
+            click.echo(f"({recovered})", err=True)
+        folder.check_new(overwrite=options["overwrite"])
+        return _train_new_locked(options, study, config, runtime_config, folder, replacement, lock)
+
+
+def _train_new_locked(options, study, config, runtime_config, folder, replacement, lock):
+    from prednet_keras import runs, worker
+
+    existed = folder.path.is_dir()
+    if folder.exists():
+        replacement.begin()
+        existed = False
+    folder.create()
+    extra = {}
+    if not study:
+        from prednet_keras.train import lr_drop_rule
+
+        extra["schedule"] = {"lr_drop_epoch_rule": lr_drop_rule(options["lr_drop_epoch"], config.epochs)}
+    folder.write_manifest(runs.new_manifest(
+        folder.path.name, config.to_dict(), runtime_config.to_dict(), ["prednet-train"] + sys.argv[1:], **extra
+    ))
     click.echo(f"Run folder: {folder.path}", err=True)
-    code = worker.launch(folder.path, runtime_config, quiet=options["quiet"])
-    if code == 1 and created is not None and folder.completed_epochs() == 0:
-        # A run that failed before its first epoch (no GPU, bad data) leaves
-        # nothing worth keeping, and must not block the corrected command.
-        _remove_unstarted(folder, created)
-        click.echo(f"(removed {folder.path}: no epoch was completed)", err=True)
+    if replacement.active:
+        click.echo(f"(the old run is kept as {replacement.aside} until the new one completes epoch 1)", err=True)
+
+    def settle_replacement():
+        if replacement.active and folder.has_results():
+            replacement.commit()
+            click.echo(f"Replaced the old run in {folder.path} (kept until the new run completed epoch 1).", err=True)
+
+    _say_starting(runtime_config)
+    code = worker.launch(folder.path, runtime_config, quiet=options["quiet"], pass_fds=lock.fds(),
+                         every_second=settle_replacement)
+    settle_replacement()
+    if code != 0 and not folder.has_results():
+        # A run that ended before its first epoch (no GPU, bad data, Ctrl-C)
+        # has nothing worth keeping, and must not block the corrected command.
+        how = _how_it_ended(code)
+        if replacement.active:
+            replacement.rollback()
+            click.echo(f"The new run {how} before completing an epoch; the old run in {folder.path} is unchanged.",
+                       err=True)
+        elif existed:
+            _empty(folder.path)
+            click.echo(f"(the new run {how} before completing an epoch; {folder.path} is empty again, as it was)",
+                       err=True)
+        else:
+            shutil.rmtree(folder.path, ignore_errors=True)
+            click.echo(f"(removed {folder.path}: the new run {how} before completing an epoch)", err=True)
     elif code > 128 and code != worker.EXIT_INTERRUPTED:
-        click.echo(
-            f"The training process was killed (signal {code - 128}); "
-            f"continue with: prednet-train --resume --output {folder.path}",
-            err=True,
-        )
-    ctx.exit(code)
+        click.echo(f"The training process was killed (signal {code - 128}); "
+                   f"continue with: prednet-train --resume --output {folder.path}", err=True)
+    return code
+
+
+def _how_it_ended(code):
+    from prednet_keras import worker
+
+    if code == worker.EXIT_INTERRUPTED:
+        return "was interrupted"
+    if code > 128:
+        return f"was killed (signal {code - 128})"
+    return "failed"
+
+
+def _empty(path):
+    for item in Path(path).iterdir():
+        if item.is_dir() and not item.is_symlink():
+            shutil.rmtree(item, ignore_errors=True)
+        else:
+            item.unlink(missing_ok=True)
+
+
+def _say_starting(runtime_config):
+    click.echo(f"Starting the training process ({runtime_config.backend} on {runtime_config.device}; "
+               "importing the framework takes a few seconds) ...", err=True)
 
 
 def _repeat(options):
     """--repeat N: N identical runs, then the determinism audit; returns the exit status."""
-    import json
-
-    from prednet_keras import runs, worker
+    from prednet_keras import runs
     from prednet_keras.study.report import curve_checksum
-    from prednet_keras.study_train import STUDY_MODELS
 
-    if options["resume"]:
-        raise click.UsageError("--repeat makes new runs; it cannot be combined with --resume.")
     parent = options["output"] or _default_output(options["model"])
     folders = []
     for number in range(1, options["repeat"] + 1):
         each = dict(options, output=os.path.join(parent, f"repeat-{number}"))
-        prepare = _prepare_study if options["model"] in STUDY_MODELS else _prepare_new
-        folder, runtime_config = prepare(each)
-        click.echo(f"Run {number} of {options['repeat']}: {folder.path}", err=True)
-        code = worker.launch(folder.path, runtime_config, quiet=options["quiet"])
+        click.echo(f"Run {number} of {options['repeat']}: {each['output']}", err=True)
+        code = _train_new(each)
         if code != 0:
             click.echo(f"Run {number} did not finish (exit status {code}); no audit.", err=True)
             return code
-        folders.append(folder)
+        folders.append(runs.RunFolder(each["output"]))
     records = []
     for folder in folders:
         manifest = folder.read_manifest()
@@ -231,12 +310,10 @@ def _check_combinations(ctx, options):
             )
 
 
-def _prepare_study(options):
-    """The run folder and runtime of a study-model run (--model prednet-chainer|autoencoder)."""
+def _study_config(options):
+    """The validated options of a study-model run (--model prednet-chainer|autoencoder)."""
     from prednet_keras.study_train import StudyConfig
 
-    if options["overwrite"] and options["resume"]:
-        raise click.UsageError("--resume and --overwrite contradict each other.")
     chainer = options["model"] == "prednet-chainer"
     config = StudyConfig(
         model=options["model"],
@@ -263,20 +340,7 @@ def _prepare_study(options):
     for name in ("data", "init_weights"):
         if getattr(config, name) is not None:
             setattr(config, name, os.path.abspath(getattr(config, name)))
-    return _create_run_folder(config, options)
-
-
-def _remove_unstarted(folder, created):
-    import shutil
-
-    if created:
-        shutil.rmtree(folder.path, ignore_errors=True)
-        return
-    for path in folder.path.iterdir():
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+    return config
 
 
 def _train_config(options):
@@ -312,9 +376,8 @@ def _runtime_config(options):
     return runtime_config(options)
 
 
-def _prepare_new(options):
-    if options["overwrite"] and options["resume"]:
-        raise click.UsageError("--resume and --overwrite contradict each other.")
+def _checked_train_config(options):
+    """The validated TrainConfig of a new --model prednet run (nothing is written)."""
     config = _train_config(options)
     try:
         config = config.resolved()
@@ -325,21 +388,7 @@ def _prepare_new(options):
     for name in ("data", "val_data", "init_weights"):
         if getattr(config, name) is not None:
             setattr(config, name, os.path.abspath(getattr(config, name)))
-    return _create_run_folder(config, options)
-
-
-def _create_run_folder(config, options):
-    """Creates the run folder and its first manifest; returns (folder, runtime config)."""
-    from prednet_keras import runs
-
-    runtime_config = _runtime_config(options)
-    output = options["output"] or _default_output(options["model"])
-    folder = runs.RunFolder(output)
-    folder.create(overwrite=options["overwrite"])
-    folder.write_manifest(
-        runs.new_manifest(folder.path.name, config.to_dict(), runtime_config.to_dict(), ["prednet-train"] + sys.argv[1:])
-    )
-    return folder, runtime_config
+    return config
 
 
 def _default_output(model="prednet"):
@@ -350,25 +399,66 @@ def _default_output(model="prednet"):
     return output
 
 
-def _prepare_resume(ctx, options):
-    from prednet_keras import runs, runtime
-    from prednet_keras.train import TrainConfig
+def _resume(ctx, options):
+    """--resume: continues a run from its last completed epoch; returns the exit status.
 
-    if options["overwrite"]:
-        raise click.UsageError("--resume and --overwrite contradict each other.")
+    Everything is checked before anything is written (and again under the
+    run folder's lock); the training process records the resume in the
+    manifest only once it has verified the checkpoint.
+    """
+    from prednet_keras import runlock, runs, worker
+
     if not options["output"]:
         raise click.UsageError("--resume needs --output RUN_FOLDER (the run to continue).")
     folder = runs.RunFolder(options["output"])
-    folder.check_resumable()
-    manifest = folder.read_manifest()
+    replacement = runs.Replacement(folder)
+    if not replacement.aside.is_dir():
+        # Refused before anything is written, the lock file included.
+        _check_resume(ctx, options, folder)
+    with runlock.RunLock(folder.path) as lock:
+        recovered = replacement.recover()
+        if recovered:
+            click.echo(f"({recovered})", err=True)
+        done, requested_runtime, record = _check_resume(ctx, options, folder)
+        before = folder.manifest_path.read_bytes()
+        click.echo(f"Run folder: {folder.path} ({runs.plural(done, 'epoch')} completed)", err=True)
+        _say_starting(requested_runtime)
+        code = worker.launch(folder.path, requested_runtime, quiet=options["quiet"], resume=record,
+                             pass_fds=lock.fds())
+    if code != 0 and folder.manifest_path.read_bytes() == before:
+        click.echo(f"(the training process stopped before it began; nothing in {folder.path} was changed)", err=True)
+    elif code == worker.EXIT_INTERRUPTED and folder.completed_epochs() == 0:
+        click.echo(f"Continue with: prednet-train --resume --output {folder.path}", err=True)
+    elif code > 128 and code != worker.EXIT_INTERRUPTED:
+        click.echo(f"The training process was killed (signal {code - 128}); "
+                   f"continue with: prednet-train --resume --output {folder.path}", err=True)
+    return code
+
+
+def _check_resume(ctx, options, folder):
+    """Fails unless --resume may continue `folder` with these options; changes nothing.
+
+    Returns:
+        (completed epochs, the run's RuntimeConfig, the resume record for the training process).
+    """
+    from prednet_keras import runs, runtime
+    from prednet_keras.train import TrainConfig
+
+    manifest, done = folder.check_resumable()
     recorded_model = (manifest.get("options") or {}).get("model")
     if recorded_model in ("prednet-chainer", "autoencoder"):
-        raise click.UsageError(
+        raise runs.RunFolderError(
             f"{folder.path} is a --model {recorded_model} run; its protocol keeps no checkpoints, so it cannot be "
             "resumed: start it again (--overwrite replaces it)."
         )
-    recorded = TrainConfig.from_dict(manifest["options"])
-    requested_runtime = runtime.RuntimeConfig.from_dict(manifest["runtime"]["requested"])
+    try:
+        recorded = TrainConfig.from_dict(manifest["options"])
+        requested_runtime = runtime.RuntimeConfig.from_dict(manifest["runtime"]["requested"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise runs.RunFolderError(
+            f"{folder.manifest_path} does not record a prednet run's options and runtime ({error}); "
+            "it cannot be resumed."
+        ) from None
     given = _train_config(options)
     for name, value in _explicit(ctx, options):
         if name in RESUME_MAY_CHANGE or name in ("overwrite",):
@@ -385,21 +475,15 @@ def _prepare_resume(ctx, options):
                 f"--{name.replace('_', '-')} {_show(value)} differs from this run's {_show(before)}; "
                 "--resume continues a run as it was started (only --epochs may change)."
             )
-    done = folder.completed_epochs()
-    manifest.setdefault("resumes", []).append(
-        {"command": ["prednet-train"] + sys.argv[1:], "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "after_epoch": done}
-    )
-    folder.write_manifest(manifest)
-    if ctx.get_parameter_source("epochs") in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
-        if options["epochs"] < done:
-            raise click.UsageError(f"--epochs {options['epochs']} is fewer than the {done} already completed.")
-        if options["epochs"] != recorded.epochs:
-            manifest["options"]["epochs"] = options["epochs"]
-            manifest.setdefault("epochs_changed", []).append(
-                {"from": recorded.epochs, "to": options["epochs"], "at_epoch": done}
-            )
-            folder.write_manifest(manifest)
-    return folder, requested_runtime
+    explicit_epochs = ctx.get_parameter_source("epochs") in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    epochs = options["epochs"] if explicit_epochs else None
+    folder.check_continuable(manifest, done, epochs)
+    record = {
+        "command": ["prednet-train"] + sys.argv[1:],
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "epochs": epochs if epochs is not None and epochs != recorded.epochs else None,
+    }
+    return done, requested_runtime, record
 
 
 def _explicit(ctx, options):

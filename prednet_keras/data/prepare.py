@@ -108,6 +108,11 @@ class _Bar:
 
     def __exit__(self, *exc):
         if self._progress is not None:
+            if exc[0] is None:
+                # The total was the containers' estimate; a finished bar shows
+                # the frames read, not "455/456" as if one had been lost.
+                done = self._progress.tasks[0].completed
+                self._progress.update(self._task, total=done)
             self._progress.__exit__(*exc)
         return False
 

@@ -185,25 +185,6 @@ def check_address(address, timeout=10):
                                  "there, or leave --address out for a private Ray on this machine.") from None
 
 
-def _kill_with_parent():
-    """A preexec_fn giving the child SIGKILL when its Ray worker dies (Linux; None elsewhere).
-
-    prctl is looked up here, before the fork: the Ray worker has threads, and
-    the child must not take the dynamic loader's lock.
-    """
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except Exception:
-        return None
-
-    def preexec():
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-    return preexec
-
-
 def _environment_ray_added():
     """Variables Ray set in this worker process for the task (not inherited from the node).
 
@@ -283,8 +264,10 @@ def train_on_node(partial, manifest, runtime, attempt, request):
         os.environ.pop(name)
     started = time.perf_counter()
     with open(partial / runner.LOG, "w", encoding="utf-8") as log:
+        # SIGKILL when the Ray worker dies: Ray retries the task at once, remaking this partial
+        # folder, which a process still recording its interruption must not write into.
         process = worker.start(partial, RuntimeConfig.from_dict(runtime), quiet=True, stdout=log,
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_kill_with_parent())
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, death_signal=signal.SIGKILL)
         try:
             # Polled, not process.wait(): Ray delivers a cancellation (KeyboardInterrupt) between
             # Python instructions, never inside a blocking wait.

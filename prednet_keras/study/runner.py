@@ -236,17 +236,6 @@ def _remove_partials(study_dir):
     return removed
 
 
-def _die_with_parent():
-    """In the child before exec: SIGTERM when the study process dies (Linux)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:  # not Linux: the lock and partial folders still keep the study consistent
-        pass
-
-
 class _Running:
     def __init__(self, run, process, log, folder, started):
         self.run = run
@@ -311,8 +300,9 @@ def _start(spec, study_dir, run, seed_record, command, quiet_child=True):
     partial = prepare_run(spec, study_dir, run, seed_record, command)
     config = run.configuration
     log = open(partial / LOG, "w", encoding="utf-8")
+    # childproc: SIGTERM when the study process dies, so it leaves no orphan writing here.
     process = worker.start(partial, config.runtime_config(), quiet=quiet_child, stdout=log,
-                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     return _Running(run, process, log, partial, time.perf_counter())
 
 

@@ -16,7 +16,6 @@ process derives it from the seed with numpy and records its checksum.
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -96,17 +95,16 @@ def ensure_starting_points(spec, study_dir, seeds, backend):
 
 
 def _make_in_child(spec, study_dir, seeds, backend):
-    from prednet_keras import runtime
+    from prednet_keras import childproc, runtime
 
     config = runtime.RuntimeConfig(backend=backend, device="cpu")
-    env = {key: str(value) for key, value in runtime.environment_for(config).items()}
     request = {"model": spec.model, "train": spec.train, "seeds": list(seeds), "ulp": spec.ulp_baseline,
                "study_dir": os.fspath(Path(study_dir).resolve()), "protocol": spec.protocol_dict()}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
         json.dump(request, handle)
     try:
-        result = subprocess.run([sys.executable, "-m", "prednet_keras.study.starting_points", handle.name],
-                                env=env, capture_output=True, text=True)
+        result = childproc.run(["-m", "prednet_keras.study.starting_points", handle.name], config,
+                               capture_output=True, text=True)
     finally:
         os.unlink(handle.name)
     if result.returncode != 0:

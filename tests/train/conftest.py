@@ -1,6 +1,8 @@
 """Shared set-up for the prednet-train / prednet-eval tests: tiny data, tiny runs."""
 
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +83,22 @@ def trained_run(weights_dir, tiny_npz):
     result = train(TINY + ["--data", tiny_npz, "--quiet", "-o", folder])
     assert result.returncode == 0, result.stdout + result.stderr
     return Path(folder), result
+
+
+@pytest.fixture
+def copy_of_run(trained_run, tmp_path):
+    """A copy of the session's complete tiny run (2 of 2 epochs), for tests that damage or write it."""
+    folder, _ = trained_run
+    copy = tmp_path / "run"
+    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("eval*"))
+    return copy
+
+
+def folder_hash(path):
+    """{relative path: sha256 of its bytes} for every file, plus every folder (as None)."""
+    path = Path(path)
+    out = {}
+    for item in sorted(path.rglob("*")):
+        key = str(item.relative_to(path))
+        out[key] = hashlib.sha256(item.read_bytes()).hexdigest() if item.is_file() else None
+    return out

@@ -58,10 +58,17 @@ def test_scores_match_a_direct_computation(trained_run):
     assert text[0] == f"Model MSE: {scores['mse_model']:f}"
     assert text[1] == f"Previous Frame MSE: {scores['mse_prev']:f}"
     plots = sorted(p.name for p in (out / "prediction_plots").iterdir())
-    assert len(plots) == 10 and all(p.endswith(".png") for p in plots)
+    # Numbered 01..10, each naming the test sequence it draws (evenly spread over the 30).
+    assert plots == [f"plot_{n + 1:02d}_sequence_{i:03d}.png"
+                     for n, i in enumerate([0, 3, 6, 10, 13, 16, 19, 23, 26, 29])]
+    assert scores["plots"] == [0, 3, 6, 10, 13, 16, 19, 23, 26, 29]
+    assert "plot_NN_sequence_III.png is plot NN, of test sequence III" in (out / "prediction_scores.txt").read_text()
     assert (out / "per_step.png").stat().st_size > 0
     assert scores["model"]["checksum"].startswith("sha256:")
     assert "MSE" in result.output and str(out) in result.output
+    # The summary says in words how the model compares with copying the last frame.
+    verdict = "better than copying the last frame" if scores["mse_ratio"] < 1 else "worse than copying the last frame"
+    assert "x the previous frame's error" in result.output and verdict in result.output
 
     again = _invoke([folder])
     assert again.exit_code != 0 and "exists; pass --overwrite" in again.output

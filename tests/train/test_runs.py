@@ -64,7 +64,9 @@ def test_new_run_refuses_existing_run_and_foreign_folders(tmp_path):
     foreign.mkdir()
     (foreign / "holiday.jpg").write_bytes(b"x")
     with pytest.raises(runs.RunFolderError, match="not a run folder"):
-        runs.RunFolder(foreign).create(overwrite=True)
+        runs.RunFolder(foreign).check_new(overwrite=True)
+    with pytest.raises(runs.RunFolderError, match="not a run folder"):
+        runs.RunFolder(foreign).create()
     assert (foreign / "holiday.jpg").exists()
 
     empty = tmp_path / "empty"
@@ -73,10 +75,11 @@ def test_new_run_refuses_existing_run_and_foreign_folders(tmp_path):
 
 
 def test_find_runs(tmp_path):
-    for name in ("b", "a"):
+    for name in ("b", "a", ".a.previous"):
         runs.RunFolder(tmp_path / name).create()
         runs.RunFolder(tmp_path / name).write_manifest({})
     (tmp_path / "notes").mkdir()
+    # Hidden folders are work in progress (an old run kept aside by --overwrite), not results.
     assert [p.name for p in runs.find_runs(tmp_path)] == ["a", "b"]
     assert runs.find_runs(tmp_path / "a") == [tmp_path / "a"]
     assert runs.find_runs(tmp_path / "notes") == []

@@ -110,10 +110,12 @@ def test_bad_combinations_give_one_clear_line(tmp_path, args, expected):
 def test_resume_of_a_study_run_is_refused(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
-    (folder / "manifest.json").write_text(json.dumps({"options": {"model": "prednet-chainer"}}))
+    manifest = {"format": "prednet-keras-run", "options": {"model": "prednet-chainer"}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
     result = CliRunner().invoke(train_main, ["--resume", "-o", str(folder)])
-    assert result.exit_code == 2
-    assert "cannot be resumed" in result.output
+    assert result.exit_code == 1
+    assert result.output.startswith("Error:") and "cannot be resumed" in result.output
+    assert json.loads((folder / "manifest.json").read_text()) == manifest
 
 
 def test_repeat_audits_determinism(tmp_path):

@@ -145,10 +145,11 @@ def test_augmented_run_records_it_and_trains_on_changed_sequences(trained_run, w
     assert ours[0]["loss"] != pytest.approx(theirs[0]["loss"], rel=1e-6)
     # Validation sequences are never augmented: they are the reference's, so only the weights differ.
     assert manifest["data"]["val"] == reference_manifest["data"]["val"]
-    # Resuming with the same augmentations, in another order, is the same run; with others it is refused.
+    # Resuming with the same augmentations, in another order, is the same run (refused only because it is
+    # complete); with others it is refused for the difference.
     same = _invoke(["--resume", "-o", folder, "--augment", "reverse", "--augment", "flip", "--quiet"])
-    assert same.exit_code == 0, same.output
-    assert _history(folder) == ours  # all epochs were done: nothing trained, nothing lost
+    assert same.exit_code == 1 and "is complete (2 of 2 epochs)" in same.output, same.output
+    assert _history(folder) == ours  # nothing trained, nothing lost
     other = _invoke(["--resume", "-o", folder, "--augment", "flip"])
     assert other.exit_code != 0 and "--augment flip differs from this run's" in other.output, other.output
 
@@ -170,6 +171,18 @@ def test_default_data_is_the_embedded_video_and_overwrite_replaces(tmp_path):
     assert manifest["data"]["train"]["frame_shape"] == [32, 32, 3]
     assert manifest["options"]["lr"] == 0.002 and manifest["schedule"]["lr_drop_epoch"] == 0
     assert (folder / "model.keras").read_bytes() != b"old model"
+    # The old run was kept aside until the new one had an epoch, then deleted; beside the run, only its lock.
+    assert "Replaced the old run in" in result.stderr and "kept until the new run completed epoch 1" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".prednet-locks", "embedded"]
+    assert [p.name for p in (tmp_path / ".prednet-locks").iterdir()] == ["embedded.lock"]
+    # A 1-epoch run drops the rate after epochs // 2 = 0 epochs: said, and recorded.
+    assert "Learning rate: 0.0002 for epoch 1 (dropped after epochs // 2 = 0 of 1" in result.stdout
+    assert manifest["schedule"]["lr_by_epoch"] == "0.0002 for epoch 1"
+    assert "kitti_train.py" in manifest["schedule"]["lr_drop_epoch_rule"]
+    # Not a terminal: the silent phases and every epoch still get their lines.
+    for line in ("Loading data", "Compiling the training step", "first training step done in",
+                 "first validation done in", "epoch 1/1", "Done: 1 epoch completed in"):
+        assert line in result.stdout, result.stdout
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU may be visible here")

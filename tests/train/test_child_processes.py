@@ -1,0 +1,151 @@
+"""Child processes (issue 24), with real faults: one helper starts them all; a child dies with
+its parent (kill -9 included), on Linux's death signal and on the portable pipe watch; signals
+sent to the parent reach the child once; prednet-train's training process stops writing when
+prednet-train is killed, and a second writer is refused meanwhile.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from prednet_keras import childproc, runlock
+from prednet_keras.cli.train import main as train_main
+from tests.train.conftest import TINY, folder_hash
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def _invoke(main, args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _gone(pid):
+    """True once `pid` has exited (a zombie waiting for its reaper counts as gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    return "\nState:\tZ" in status
+
+
+def _wait_until(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _python(args, **kwargs):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPOSITORY), os.environ.get("PYTHONPATH", "")]))
+    env.update(kwargs.pop("env", {}))
+    return subprocess.Popen([sys.executable, *args], cwd=REPOSITORY, env=env, text=True, **kwargs)
+
+
+# -- the helper -----------------------------------------------------------------
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("death_signal", ["kernel", "pipe"])
+def test_a_child_dies_with_its_parent_killed_by_sigkill(death_signal):
+    # "pipe": the kernel's death signal left unarmed, as on systems without prctl.
+    env = {childproc.NO_DEATH_SIGNAL_ENV: "1"} if death_signal == "pipe" else {}
+    parent = _python(["-m", "tests.train.children", "parent", "sleep"], stdout=subprocess.PIPE, env=env)
+    try:
+        child = int(parent.stdout.readline().split()[1])
+        assert parent.stdout.readline().strip() == "ready"  # the child runs (it shares the parent's stdout)
+        assert not _gone(child)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        _wait_until(lambda: _gone(child), 5, f"child {child} to end after its parent was killed")
+    finally:
+        parent.kill()
+
+
+@pytest.mark.parametrize("signum, status, said", [(signal.SIGINT, 130, "child: interrupted"),
+                                                  (signal.SIGTERM, 128 + signal.SIGTERM, None)])
+def test_the_parent_passes_signals_on_and_reports_the_childs_status(signum, status, said):
+    parent = _python(["-m", "tests.train.children", "parent", "wait", "interrupted"], stdout=subprocess.PIPE)
+    try:
+        assert parent.stdout.readline().startswith("child ")
+        assert parent.stdout.readline().strip() == "ready"
+        parent.send_signal(signum)
+        out = parent.communicate(timeout=20)[0]
+    finally:
+        parent.kill()
+    assert parent.returncode == 0, out
+    if said:
+        assert said in out
+    assert f"status {status}" in out
+
+
+def test_run_and_exit_status():
+    done = childproc.run(["-m", "tests.train.children", "nothing"], capture_output=True, text=True,
+                         cwd=REPOSITORY)
+    assert done.returncode == 2
+    assert childproc.exit_status(-9) == 137 and childproc.exit_status(3) == 3
+    with pytest.raises(ValueError, match="must start with '-m MODULE'"):
+        childproc.start(["script.py"])
+
+
+def test_every_child_process_is_started_by_the_one_helper():
+    # The pattern lived in four places; a new one must go through childproc.
+    import re
+
+    offenders = [str(path.relative_to(REPOSITORY)) for path in (REPOSITORY / "prednet_keras").rglob("*.py")
+                 if path.name != "childproc.py" and re.search(r"\[\s*sys\.executable", path.read_text())]
+    assert offenders == []
+
+
+# -- a training process and its run folder ---------------------------------------
+
+
+def test_killing_prednet_train_stops_its_training_process_and_a_second_writer_is_refused(tiny_npz, tmp_path):
+    folder = tmp_path / "run"
+    log = open(tmp_path / "log.txt", "w")
+    parent = _python(["-m", "prednet_keras.cli.train", *TINY, "--epochs", "500", "--data", str(tiny_npz),
+                      "--quiet", "-o", str(folder)], stdout=log, stderr=subprocess.STDOUT,
+                     env={"TF_CPP_MIN_LOG_LEVEL": "2"})
+    child = None
+    try:
+        _wait_until(lambda: (folder / "state.json").is_file() or parent.poll() is not None, 240,
+                    "the first epoch")
+        assert parent.poll() is None, (tmp_path / "log.txt").read_text()
+        child = json.loads((folder / "manifest.json").read_text())["sessions"][-1]["pid"]
+        assert child != parent.pid
+
+        # A second writer while the first one trains: frozen, so that its folder holds still.
+        os.kill(child, signal.SIGSTOP)
+        before = folder_hash(folder)
+        for args in (["--resume", "--epochs", "600", "-o", folder], TINY + ["--overwrite", "-o", folder]):
+            result = _invoke(train_main, args)
+            assert result.exit_code == 1, result.output
+            assert f"{folder} is being written by another command (pid {parent.pid}" in result.output
+            assert "nothing was changed" in result.output and "Traceback" not in result.output
+            assert folder_hash(folder) == before
+        os.kill(child, signal.SIGCONT)
+
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        _wait_until(lambda: _gone(child), 15, "the training process to end after prednet-train was killed")
+        settled = folder_hash(folder)
+        time.sleep(2)
+        assert folder_hash(folder) == settled  # no orphan writes on
+    finally:
+        if child is not None and not _gone(child):
+            os.kill(child, signal.SIGKILL)
+        parent.kill()
+        log.close()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["sessions"][-1]["status"] == "interrupted"
+    # The kernel let go of the lock with its holders.
+    with runlock.RunLock(folder):
+        pass
