@@ -83,3 +83,17 @@ def test_shipped_model_predicts_the_same_in_a_fresh_process_on_another_backend(t
     os.symlink(MODEL, tmp_path / "model.keras")
     run_on(backend, "frames", tmp_path)
     np.testing.assert_allclose(np.load(tmp_path / f"frames_{backend}.npy"), predictions[:1, :4], atol=1e-4)
+
+
+@pytest.mark.parametrize("name", prednet_keras.pretrained.names())
+def test_every_shipped_manifest_is_complete_and_matches_its_model_file(name, model):
+    from prednet_keras import runs
+    from prednet_keras.saving import load_model
+    from prednet_keras.starting_point import weights_checksum
+
+    folder = runs.RunFolder(prednet_keras.pretrained.path(name))
+    assert folder.read_manifest()["status"] == "complete"
+    recorded, where = folder.recorded_model_checksum()
+    assert where.endswith("result.model_weights_checksum")
+    shipped = model if name == "prednet-embedded" else load_model(folder.model_path, compile=False)
+    assert weights_checksum(shipped) == recorded
