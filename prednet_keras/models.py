@@ -11,6 +11,7 @@ import numpy as np
 from keras import ops
 
 from prednet_keras.layers.lotter import PredNet
+from prednet_keras.recipe import layer_loss_weights_for, time_loss_weights_for
 
 __all__ = [
     "WeightedError",
@@ -34,36 +35,6 @@ def kitti_prednet_kwargs(**overrides):
     )
     kwargs.update(overrides)
     return kwargs
-
-
-def layer_loss_weights_for(spec, nb_layers):
-    """Per-layer loss weights: "L_0" (only the pixel layer), "L_all" (1, then 0.1
-    for every higher layer), or an explicit sequence of nb_layers numbers."""
-    if isinstance(spec, str):
-        if spec == "L_0":
-            return [1.0] + [0.0] * (nb_layers - 1)
-        if spec == "L_all":
-            return [1.0] + [0.1] * (nb_layers - 1)
-        raise ValueError(f"layer_loss_weights must be 'L_0', 'L_all' or a list of numbers, got {spec!r}.")
-    weights = [float(w) for w in spec]
-    if len(weights) != nb_layers:
-        raise ValueError(
-            f"layer_loss_weights has {len(weights)} values but the model has {nb_layers} layers."
-        )
-    return weights
-
-
-def time_loss_weights_for(nt, spec=None):
-    """Per-step loss weights: by default 0 for the first step (nothing to predict
-    from yet) and 1/(nt-1) for every other step, as in kitti_train.py."""
-    if spec is not None:
-        weights = [float(w) for w in spec]
-        if len(weights) != nt:
-            raise ValueError(f"time_loss_weights has {len(weights)} values but nt is {nt}.")
-        return weights
-    if nt < 2:
-        raise ValueError(f"nt must be at least 2 (the first step is not scored), got {nt}.")
-    return [0.0] + [1.0 / (nt - 1)] * (nt - 1)
 
 
 @keras.saving.register_keras_serializable(package="prednet_keras")

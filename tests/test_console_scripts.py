@@ -178,3 +178,21 @@ def test_every_serializable_is_registered_whoever_imports_keras(first):
     for name in ("PredNet", "PredNetCell", "keras2_hard_sigmoid", "WeightedError", "ChainerPredNet"):
         assert f"prednet_keras>{name}" in registered
     assert len(registered) == 14
+
+
+def test_prednet_train_parent_never_imports_a_framework(tmp_path, monkeypatch):
+    """The parent validates the options and writes the run folder without Keras: the framework starts once,
+    in the training process (TensorFlow's start-up used to run, and print, twice)."""
+    probe = (
+        "import sys\n"
+        "from prednet_keras import worker\n"
+        "def launch(*args, **kwargs):\n"
+        f"    print('FRAMEWORKS', [m for m in {FRAMEWORKS!r} if m in sys.modules])\n"
+        "    return 0\n"
+        "worker.launch = launch\n"
+        "from prednet_keras.cli.train import main\n"
+        "main(['--size', '32x32', '--stack-sizes', '3,4', '--epochs', '1', '-o', 'run'])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=user_environment(),
+                            capture_output=True, text=True, timeout=120)
+    assert "FRAMEWORKS []" in result.stdout, result.stdout + result.stderr

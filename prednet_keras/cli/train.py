@@ -167,7 +167,7 @@ def _train_new_locked(options, study, config, runtime_config, folder, replacemen
     folder.create()
     extra = {}
     if not study:
-        from prednet_keras.train import lr_drop_rule
+        from prednet_keras.recipe import lr_drop_rule
 
         extra["schedule"] = {"lr_drop_epoch_rule": lr_drop_rule(options["lr_drop_epoch"], config.epochs)}
     folder.write_manifest(runs.new_manifest(
@@ -344,7 +344,7 @@ def _study_config(options):
 
 
 def _train_config(options):
-    from prednet_keras.train import AUGMENTATIONS, TrainConfig
+    from prednet_keras.recipe import AUGMENTATIONS, TrainConfig
 
     return TrainConfig(
         model=options["model"],
@@ -442,7 +442,7 @@ def _check_resume(ctx, options, folder):
         (completed epochs, the run's RuntimeConfig, the resume record for the training process).
     """
     from prednet_keras import runs, runtime
-    from prednet_keras.train import TrainConfig
+    from prednet_keras.recipe import TrainConfig
 
     manifest, done = folder.check_resumable()
     recorded_model = (manifest.get("options") or {}).get("model")

@@ -423,7 +423,7 @@ def seed_list(seeds, limit=10):
 
 def _config_class(model):
     if model == "prednet":
-        from prednet_keras.train import TrainConfig
+        from prednet_keras.recipe import TrainConfig
 
         return TrainConfig
     from prednet_keras.study_train import StudyConfig

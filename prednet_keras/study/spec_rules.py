@@ -335,7 +335,7 @@ _SHARED_TRAIN = {"stack_sizes": CHANNELS, "r_stack_sizes": CHANNELS, "filter_siz
 def train_rules(model):
     """{option: rule} of [train] for `model` (every field of its config class but the runner's)."""
     if model == "prednet":
-        from prednet_keras.train import AUGMENTATIONS
+        from prednet_keras.recipe import AUGMENTATIONS
 
         return {
             **_SHARED_TRAIN,

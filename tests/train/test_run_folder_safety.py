@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from prednet_keras import runs
 from prednet_keras.cli.train import main as train_main
-from prednet_keras.train import TrainConfig, lr_drop_rule, schedule_text
+from prednet_keras.recipe import TrainConfig, lr_drop_rule, schedule_text
 from tests.train.conftest import TINY, folder_hash
 
 REPOSITORY = Path(__file__).resolve().parents[2]
