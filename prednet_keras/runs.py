@@ -27,13 +27,23 @@ process starts.
 """
 
 import csv
+import errno
 import io
 import json
 import math
 import os
 import shutil
-import tempfile
 from pathlib import Path
+
+from prednet_keras.diskwrite import (
+    SPACE_ERRORS,
+    TEMP_PREFIX,
+    NoRoomError,
+    is_space_error,
+    require_room,
+    space_message,
+    temp_path_for,
+)
 
 __all__ = [
     "HISTORY_FIELDS",
@@ -105,18 +115,21 @@ def atomic_write_json(path, obj, compact=False):
 class _temporary_sibling:
     """Context manager yielding a temporary path next to `path` (keeping its
     suffix, which Keras and matplotlib use to pick a format); on success the
-    file replaces `path`, on failure it is removed."""
+    file replaces `path`, on failure it is removed.
 
-    def __init__(self, path):
+    The temporary file has the one name every writer of the project uses
+    (diskwrite.temp_path_for: `.prednet-tmp-<host>-<pid>-<name>`), so one left
+    by a killed process is recognised and removed (RunFolder.remove_temporaries). A write
+    that fails for lack of space becomes one NoRoomError line.
+    """
+
+    def __init__(self, path, needed=None):
         self.path = Path(path)
-        suffix = "".join(self.path.suffixes) or ".tmp"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix=f".{self.path.stem}.", suffix=f".tmp{suffix}", dir=self.path.parent)
-        os.close(handle)
-        # mkstemp makes the file private (0600); a run folder's files are
-        # meant to be read by others as any new file would be.
-        os.chmod(name, 0o666 & ~_umask())
-        self.temporary = Path(name)
+        require_room(self.path, needed)
+        self.temporary = temp_path_for(self.path)
+        # Created here, as mkstemp would, with the permissions of any new file.
+        self.temporary.touch(mode=0o666 & ~_umask())
 
     def __enter__(self):
         return self.temporary
@@ -124,8 +137,16 @@ class _temporary_sibling:
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
             os.replace(self.temporary, self.path)
-        else:
-            self.temporary.unlink(missing_ok=True)
+            return False
+        try:
+            written = self.temporary.stat().st_size
+        except OSError:
+            written = None
+        self.temporary.unlink(missing_ok=True)
+        if is_space_error(exc):
+            if not (isinstance(exc, OSError) and exc.errno in SPACE_ERRORS):
+                exc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # HDF5 wraps it in other errors
+            raise NoRoomError(space_message(exc, self.path, needed=written or None, at_least=True)) from None
         return False
 
 
@@ -135,14 +156,16 @@ def _umask():
     return current
 
 
-def write_through_temporary(path, writer):
+def write_through_temporary(path, writer, needed=None):
     """Calls `writer(temporary_path)` and moves the result to `path` atomically.
 
     Args:
         path: destination (its suffix is kept on the temporary name).
         writer: a function that writes a complete file at the path it is given.
+        needed: the bytes the file will take, if known: when they do not fit,
+            NoRoomError is raised before anything is written.
     """
-    with _temporary_sibling(path) as temporary:
+    with _temporary_sibling(path, needed) as temporary:
         writer(str(temporary))
 
 
@@ -368,10 +391,12 @@ class RunFolder:
 
     def remove_temporaries(self):
         """Deletes temporary files a killed process left mid-write (never a
-        finished file: those carry their final names)."""
+        finished file: those carry their final names). The folder is locked
+        while a command writes it, so every temporary file here is a leftover."""
         for folder in (self.path, self.checkpoints_path):
             if folder.is_dir():
-                for path in folder.glob(".*.tmp*"):
+                # TEMP_PREFIX: every writer now; ".*.tmp*": the names earlier versions used.
+                for path in [*folder.glob(f"{TEMP_PREFIX}*"), *folder.glob(".*.tmp*")]:
                     if path.is_file():
                         path.unlink(missing_ok=True)
 

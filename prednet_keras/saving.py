@@ -1,10 +1,11 @@
 """Writing and reading model files safely: no truncated files, clear errors for bad ones."""
 
 import os
-import tempfile
 import zipfile
 
 import keras
+
+from prednet_keras.diskwrite import temp_path_for
 
 __all__ = ["ModelFileError", "load_model", "save_model_atomically"]
 
@@ -22,14 +23,9 @@ def save_model_atomically(model, path):
         raise ValueError(f"A model file must end in .keras, got {path}.")
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".keras", dir=folder)
-    os.close(handle)
+    temporary = os.fspath(temp_path_for(os.path.abspath(path)))
     try:
         model.save(temporary)
-        # mkstemp makes owner-only files; give the model the permissions of any new file.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):

@@ -25,7 +25,6 @@ import json
 import math
 import os
 import re
-import uuid
 import warnings
 from collections.abc import Mapping
 
@@ -321,13 +320,15 @@ def order_checksum(order):
 def _write_h5(path, weights, seed, checksum):
     import keras
 
+    from prednet_keras.diskwrite import require_room, temp_path_for
+
+    require_room(path, sum(np.asarray(value).nbytes + 1024 for value in weights.values()))
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    # A unique name beside the target (same file system, so os.replace is atomic);
-    # h5py creates it, so it gets the usual permissions rather than mkstemp's 0600.
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    # The package's one temporary name beside the target (same file system, so os.replace is atomic).
+    tmp = os.fspath(temp_path_for(os.path.abspath(path)))
     try:
-        with h5py.File(tmp, "w-") as f:
+        with h5py.File(tmp, "w") as f:
             f.attrs["format"] = FORMAT
             f.attrs["format_version"] = FORMAT_VERSION
             f.attrs["seed"] = int(seed)

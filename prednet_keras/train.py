@@ -428,7 +428,7 @@ class RunRecorder(keras.callbacks.Callback):
         from prednet_keras.starting_point import weights_checksum
 
         checkpoint = self.folder.checkpoint_path(done)
-        runs.write_through_temporary(checkpoint, self.model.save_weights)
+        runs.write_through_temporary(checkpoint, self.model.save_weights, needed=variables_bytes(self.model))
         # Checked when the checkpoint is loaded again (resume) and, for the
         # best epoch's, when model.keras is (prednet-eval).
         checksum = weights_checksum(self.model)
@@ -642,9 +642,18 @@ class StepLosses:
         return out
 
 
+def variables_bytes(model):
+    """What a file of the model's variables (weights, and the optimizer's when built) takes, roughly:
+    their bytes plus HDF5's bookkeeping, about 1 KiB a variable."""
+    variables = list(model.weights)
+    if getattr(model, "optimizer", None) is not None and getattr(model.optimizer, "built", False):
+        variables += list(model.optimizer.variables)
+    return sum(int(np.prod(v.shape)) * np.dtype(str(v.dtype).split(".")[-1]).itemsize + 1024 for v in variables)
+
+
 def export_best(export_model, folder):
     """Writes model.keras (weights and architecture, no optimizer), atomically."""
-    runs.write_through_temporary(folder.model_path, export_model.save)
+    runs.write_through_temporary(folder.model_path, export_model.save, needed=variables_bytes(export_model))
 
 
 # -- the run ------------------------------------------------------------------
@@ -1051,5 +1060,9 @@ def mark_stopped(run_dir, status, error=None):
         sessions[-1]["status"] = status
         if error:
             sessions[-1]["error"] = error
-    folder.write_manifest(manifest)
+    try:
+        folder.write_manifest(manifest)
+    except (OSError, runs.RunFolderError):
+        # A full disk: the manifest is replaced atomically or not at all, so the last record stands.
+        return False
     return True

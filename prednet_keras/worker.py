@@ -116,6 +116,7 @@ def train_main(run_dir, quiet=False, resume=None):
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _raise_keyboard_interrupt)
+    sys.unraisablehook = _quiet_about_full_disks(sys.unraisablehook)
     folder = runs.RunFolder(run_dir)
     try:
         from prednet_keras import runtime
@@ -180,12 +181,59 @@ def train_main(run_dir, quiet=False, resume=None):
         if os.environ.get("PREDNET_DEBUG"):
             raise
         print(f"Error: {message}", file=sys.stderr, flush=True)
+        from prednet_keras.diskwrite import NoRoomError
+
+        if isinstance(error, NoRoomError):
+            _after_full_disk(folder)
         return 1
     except Exception as error:
         from prednet_keras import train
+        from prednet_keras.diskwrite import is_space_error
 
+        if is_space_error(error):
+            # A write the run folder's own writers did not see (a library's file): still the user's disk.
+            message = _space_message(error, folder.path)
+            train.mark_stopped(run_dir, "failed", message)
+            print(f"Error: {message}", file=sys.stderr, flush=True)
+            _after_full_disk(folder)
+            return 1
         train.mark_stopped(run_dir, "failed", f"{type(error).__name__}: {_one_line(error)}")
         raise
+
+
+def _quiet_about_full_disks(previous):
+    """An unraisablehook that drops HDF5's errors from closing files on a full disk.
+
+    When a checkpoint write meets a full disk, h5py reports the failed close of
+    every object of that file again from its finalizers, a traceback each; the
+    write itself fails and is reported once, as one line. Anything else goes
+    to the previous hook.
+    """
+    from prednet_keras.diskwrite import is_space_error
+
+    def hook(unraisable):
+        if not is_space_error(unraisable.exc_value):
+            previous(unraisable)
+
+    return hook
+
+
+def _after_full_disk(folder):
+    """What can follow a full disk: a run with completed epochs resumes once there is room."""
+    done = folder.completed_epochs()
+    if done and not _is_study_run(folder):
+        print(f"The run keeps its {done} completed epoch{'s' if done != 1 else ''}; free space, then continue with:\n"
+              f"  prednet-train --resume --output {folder.path}", file=sys.stderr, flush=True)
+
+
+def _space_message(error, folder):
+    import errno
+
+    from prednet_keras.diskwrite import SPACE_ERRORS, space_message
+
+    if not (isinstance(error, OSError) and error.errno in SPACE_ERRORS):
+        error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return space_message(error, folder / "checkpoints" / "(files of this epoch)")
 
 
 def _is_study_run(folder):

@@ -35,6 +35,7 @@ import h5py
 import numpy as np
 
 from prednet_keras.data.errors import DataError
+from prednet_keras.diskwrite import format_bytes
 
 MAX_UNPACKED_VARIABLE = "PREDNET_MAX_UNPACKED"
 MAX_RATIO_VARIABLE = "PREDNET_MAX_UNPACK_RATIO"
@@ -57,14 +58,6 @@ def parse_bytes(text):
     if match is None:
         raise DataError(f"{text!r} is not a size (for example 4G, 512M or 1000000)")
     return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
-
-
-def format_bytes(count):
-    """Bytes as a short human-readable size."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if count >= size:
-            return f"{count / size:.1f} {unit}"
-    return f"{count} bytes"
 
 
 def unpack_limits():

@@ -1,0 +1,172 @@
+"""Every file the package writes: one temporary name, swept when its writer is gone, and one line
+when the disk is full.
+
+A file is written to `.prednet-tmp-<host>-<pid>-<name>` beside it and moved into place when complete
+(dataset files, run-folder files, models). A temporary file left by a process that was killed is removed
+when the next write into that folder starts: same host, pid no longer running. A write that fails for
+lack of space (a full disk, a quota, a file size limit) is reported as one line with what was needed and
+what is free, never as a traceback or an advice to resume.
+"""
+
+import errno
+import os
+import re
+import shutil
+import socket
+from pathlib import Path
+
+try:
+    import resource  # POSIX only: file size limits
+except ImportError:
+    resource = None
+
+__all__ = ["NoRoomError", "SPACE_ERRORS", "TEMP_PREFIX", "format_bytes", "is_space_error", "require_room", "room_for",
+           "space_message", "sweep_stale_temps", "temp_path_for"]
+
+TEMP_PREFIX = ".prednet-tmp-"
+_TEMP_NAME = re.compile(r"^\.prednet-tmp-(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-(?P<name>.+)$")
+SPACE_ERRORS = {
+    errno.ENOSPC: "no space left on device",
+    getattr(errno, "EDQUOT", errno.ENOSPC): "disk quota exceeded",
+    errno.EFBIG: "file size limit reached",
+}
+
+
+def _host():
+    return re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host"
+
+
+def temp_path_for(output):
+    """The temporary file an output is written to before it is moved into place."""
+    output = Path(output)
+    return output.with_name(f"{TEMP_PREFIX}{_host()}-{os.getpid()}-{output.name}")
+
+
+def _running(pid):
+    if pid == os.getpid() or os.name != "posix":
+        return True  # elsewhere os.kill(pid, 0) would end the process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def sweep_stale_temps(output):
+    """Removes temporary files in `output`'s folder whose writers are gone.
+
+    A writer is gone when its temp name carries this host and a pid that is
+    no longer running. The older name (.<output name>.<pid>.tmp, no host)
+    is removed only for this output, where it cannot be someone else's.
+
+    Returns:
+        The paths removed.
+    """
+    output = Path(output)
+    old_name = re.compile(rf"^\.{re.escape(output.name)}\.(?P<pid>\d+)\.tmp$")
+    host = _host()
+    removed = []
+    try:
+        entries = list(output.parent.iterdir())
+    except OSError:
+        return removed
+    for path in entries:
+        match = _TEMP_NAME.match(path.name)
+        if match is None or match.group("host") != host:
+            match = old_name.match(path.name)
+        if match is None or _running(int(match.group("pid"))) or not path.is_file():
+            continue
+        try:
+            path.unlink()
+            removed.append(path)
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+
+
+def space_message(error, output, needed=None, at_least=False):
+    """The one line that says a write failed for lack of space, and how much it needed.
+
+    Args:
+        error: the OSError (ENOSPC, EDQUOT or EFBIG; any other is named as it is).
+        output: the output the user asked for.
+        needed: estimated bytes the output needs, if known.
+        at_least: `needed` is a lower bound (bytes written so far).
+    """
+    output = Path(output)
+    reason = SPACE_ERRORS.get(error.errno) or f"write failed ({error.strerror or error})"
+    parts = []
+    if needed is not None:
+        parts.append(f"{'at least' if at_least else 'about'} {format_bytes(needed)} needed")
+    if error.errno == errno.EFBIG:
+        limit = _file_size_limit()
+        if limit is not None:
+            parts.append(f"files may hold {format_bytes(limit)} (ulimit -f)")
+    else:
+        try:
+            parts.append(f"{format_bytes(shutil.disk_usage(output.parent).free)} free")
+        except OSError:
+            pass
+    kept = f"the existing {output.name} is unchanged" if output.exists() else "no file was written"
+    detail = f": {', '.join(parts)}" if parts else ""
+    return f"{reason} writing {output}{detail}; {kept}"
+
+
+def _file_size_limit():
+    if resource is None:
+        return None
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if limit == resource.RLIM_INFINITY else limit
+
+
+def room_for(path, needed):
+    """The OSError that writing `needed` bytes at `path` would meet, or None."""
+    limit = _file_size_limit()
+    if limit is not None and needed > limit:
+        return OSError(errno.EFBIG, os.strerror(errno.EFBIG))
+    try:
+        free = shutil.disk_usage(Path(path).parent).free
+    except OSError:
+        return None
+    if needed > free:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return None
+
+
+def format_bytes(count):
+    """Bytes as a short human-readable size."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} bytes"
+
+
+def is_space_error(error):
+    """Whether `error` is a write that failed for lack of space; HDF5 reports it inside other errors'
+    messages ("errno = 28"), so those count too."""
+    if isinstance(error, OSError) and error.errno in SPACE_ERRORS:
+        return True
+    text = str(error)
+    return "No space left on device" in text or "errno = 28," in text or "Disk quota exceeded" in text
+
+
+class NoRoomError(ValueError):
+    """A file could not be written, or was not started, for lack of space (disk, quota or file size limit).
+
+    A ValueError: the commands report it as one line, as any problem of the user's machine.
+    """
+
+
+def require_room(path, needed):
+    """Raises NoRoomError before a write of `needed` bytes at `path` that cannot fit.
+
+    HDF5 meets a full disk badly (a traceback from every object's finalizer, printed past Python's hooks,
+    and sometimes a crash at exit), so a file known not to fit is not started.
+    """
+    shortage = room_for(path, needed) if needed else None
+    if shortage is not None:
+        raise NoRoomError(space_message(shortage, path, needed=needed))
