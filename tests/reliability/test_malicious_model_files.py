@@ -1,9 +1,10 @@
 """Malicious and hostile model files: refused, their code never run, nothing on disk changed (issue 24).
 
-Each test builds a real hostile .keras file of a few KB: Python bytecode, a
-module to import or a Keras function that is no part of a model in its
-config.json, members named outside the archive, members or a config.json
-that unpack to many MiB. A payload, if it ran, would create a marker file and
+Each test builds a real hostile file of a few KB: a .keras archive with
+Python bytecode, a module to import or a Keras function that is no part of a
+model in its config.json, members named outside the archive, members or a
+config.json that unpack to many MiB; a Keras 2 model JSON with a marshalled
+Lambda, or weights claiming more than they store. A payload, if it ran, would create a marker file and
 set an environment variable; a control first shows that it does run when the
 file is loaded unsafely. Each test checks that the load is refused with one
 line naming the file and the rule (the function's exception, and the
@@ -12,7 +13,9 @@ was unpacked, and that every file under the test's folder is byte for byte
 what it was.
 """
 
+import codecs
 import json
+import marshal
 import os
 import runpy
 import stat
@@ -23,13 +26,20 @@ import warnings
 import zipfile
 from pathlib import Path
 
+import h5py
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 import keras
+from prednet_keras import legacy
 from prednet_keras.cli.eval import main as eval_main
+from prednet_keras.cli.imports import main as import_main
+from prednet_keras.legacy import LegacyFormatError, import_legacy_model
 from prednet_keras.saving import ModelFileError, load_model, save_model_atomically
 
+from tests.layers.numpy_prednet import random_weights
+from tests.legacy_files import write_model_json, write_weights_h5
 from tests.reliability.faults import snapshot
 
 MARKER = "PREDNET_TEST_PAYLOAD_MARKER"
@@ -409,3 +419,111 @@ def test_an_enormous_or_deep_config_is_refused(config, tiny_model, tmp_path):
                                   "config.layers[1].config.stack_sizes[0][0]")
     else:
         assert message.startswith(f"{path}: config.json is not valid JSON ('utf-8' codec can't decode byte 0xff")
+
+
+# Keras 2 files with code or bombs (prednet-import) ------------------------------------------------
+
+
+STACK, R_STACK, FILT, FRAME, NT = (3, 4), (3, 4), 3, (8, 8), 3
+
+
+@pytest.fixture()
+def released(tmp_path):
+    """A Keras 2 model JSON and full-model weights file in the layout of the authors' release."""
+    write_model_json(tmp_path / "model.json", STACK, R_STACK, FILT, NT, FRAME)
+    write_weights_h5(tmp_path / "weights.hdf5", random_weights(STACK, R_STACK, FILT, np.random.default_rng(0)), nt=NT)
+    return tmp_path / "model.json", tmp_path / "weights.hdf5"
+
+
+def keras2_lambda(name="lambda_1"):
+    """A Keras 2 Lambda layer config: the function as Keras 2's func_dump wrote it (base64 of marshal)."""
+    code = codecs.encode(marshal.dumps(payload_function().__code__), "base64").decode("ascii")
+    return {"class_name": "Lambda", "name": name,
+            "config": {"name": name, "trainable": True, "function": [code, None, None], "function_type": "lambda",
+                       "output_shape": None, "output_shape_type": "raw", "arguments": {}},
+            "inbound_nodes": [[["pred_net_1", 0, 0, {}]]]}
+
+
+@pytest.mark.parametrize(
+    "place", ["lambda-layer", "inside-time-distributed", "named-function", "activation-bytecode",
+              "activation-module", "nested-past-recursion", "too-large"],
+)
+def test_a_keras2_json_with_code_is_refused_unrun(place, released, marker, tmp_path, monkeypatch):
+    from keras.src.utils.python_utils import func_load
+
+    model_json, weights = released
+    document = json.loads(model_json.read_text())
+    layers = document["config"]["layers"]
+    prednet = next(layer for layer in layers if layer["class_name"] == "PredNet")
+    code = keras2_lambda()["config"]["function"][0]
+    control = tmp_path.parent / f"{tmp_path.name}-control"
+    control.mkdir()
+    assert payload_is_live(lambda: func_load(code)(None), control, monkeypatch)  # what loading it would do
+    if place == "lambda-layer":
+        layers.append(keras2_lambda())
+        rule = "layer 'lambda_1' (Lambda) holds Python code"
+    elif place == "inside-time-distributed":
+        layers[2]["config"]["layer"] = keras2_lambda("lambda_2")
+        rule = "layer 'lambda_2' (Lambda) holds Python code"
+    elif place == "named-function":  # Keras 2.2: a module to import and a function of it to call
+        layer = keras2_lambda()
+        layer["config"].update(function="system", function_type="function", module="os")
+        layers.append(layer)
+        rule = "layer 'lambda_1' (Lambda) holds Python code"
+    elif place == "activation-bytecode":  # a Keras 3 lambda where PredNet takes an activation's name
+        prednet["config"]["A_activation"] = {"class_name": "__lambda__",
+                                             "config": {"code": code, "defaults": None, "closure": None}}
+        rule = "a serialized lambda holds Python code"
+    elif place == "activation-module":
+        prednet["config"]["LSTM_activation"] = {"module": "os", "class_name": "function", "config": "system"}
+        rule = "'function' names the module 'os'; refused: importing it could run its code."
+    elif place == "nested-past-recursion":
+        prednet["config"]["stack_sizes"] = "NESTED"
+        text = json.dumps(document).replace('"NESTED"', "[" * 5000 + "]" * 5000)
+        rule = "is nested too deeply (more than 100 levels); refused."
+    else:  # the size cap, scaled down to 1 KiB (the file is about 3 KB)
+        monkeypatch.setattr(legacy, "MAX_JSON_BYTES", 1024)
+        rule = "bytes, more than the 1,024 a model JSON may take (a PredNet's is a few KB); refused before reading it."
+    if place != "nested-past-recursion":
+        text = json.dumps(document)
+    model_json.write_text(text)
+    output = tmp_path / "imported.keras"
+
+    with pytest.raises(LegacyFormatError) as caught:
+        import_legacy_model(str(model_json), str(weights))
+    message = refused_by_command(import_main, [model_json, weights, "-o", output], tmp_path)
+    assert message == str(caught.value)
+    assert message.startswith(f"{model_json}: ") or message.startswith(f"{model_json} ")
+    assert rule in message, message
+    if "holds Python code" in rule:
+        assert message.endswith("that loading it would run; refused: prednet-import takes the PredNet and its "
+                                "input shape only and never runs code from a file.")
+    assert not output.exists()
+    never_ran(marker)
+
+
+@pytest.mark.parametrize("claim", ["unstored", "over-the-limit"])
+def test_keras2_weights_claiming_more_than_they_hold_are_refused_unread(claim, released, tmp_path, monkeypatch):
+    model_json, weights = released
+    name = "model_weights/pred_net_1/pred_net_1/layer_a_0/kernel:0"
+    with h5py.File(weights, "a") as handle:
+        del handle[name]
+        if claim == "unstored":  # 7 MiB declared, not one chunk stored: HDF5 reads zeros
+            handle.create_dataset(name, shape=(3, 3, 3, 1 << 16), dtype="float32", chunks=(3, 3, 3, 1024))
+        else:  # 3.4 MiB of zeros, stored gzipped in a few KB
+            monkeypatch.setenv("PREDNET_MAX_UNPACKED", "1M")
+            handle.create_dataset(name, data=np.zeros((3, 3, 3, 1 << 15), "float32"), compression="gzip",
+                                  chunks=(3, 3, 3, 4096))
+    assert weights.stat().st_size < 200_000
+    output = tmp_path / "imported.keras"
+
+    with pytest.raises(LegacyFormatError) as caught:
+        import_legacy_model(str(model_json), str(weights))
+    message = refused_by_command(import_main, [model_json, weights, "-o", output], tmp_path)
+    assert message == str(caught.value) and message.startswith(f"{weights}: dataset '/{name}'"), message
+    if claim == "unstored":
+        assert "stores only 0 of its 64 chunks; what is missing would read as zeros" in message
+    else:
+        assert message.endswith("unpacks to 3.4 MiB, more than the 1.0 MiB allowed (PREDNET_MAX_UNPACKED); "
+                                "refused before unpacking")
+    assert not output.exists()
