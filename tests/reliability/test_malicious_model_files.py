@@ -4,13 +4,14 @@ Each test builds a real hostile file of a few KB: a .keras archive with
 Python bytecode, a module to import or a Keras function that is no part of a
 model in its config.json, members named outside the archive, members or a
 config.json that unpack to many MiB; a Keras 2 model JSON with a marshalled
-Lambda, or weights claiming more than they store. A payload, if it ran, would create a marker file and
-set an environment variable; a control first shows that it does run when the
-file is loaded unsafely. Each test checks that the load is refused with one
-line naming the file and the rule (the function's exception, and the
-command's exit status 1 without a traceback), that no payload ran or nothing
-was unpacked, and that every file under the test's folder is byte for byte
-what it was.
+Lambda, or weights claiming more than they store; a Chainer .npz carrying a
+pickle or a bomb. A payload, if it ran, would create a marker file and set an
+environment variable; a control first shows that it does run when the file is
+loaded unsafely. Each test checks that the load is refused with one line
+naming the file and the rule (the function's exception, and the command's
+exit status 1 without a traceback), that no payload ran or nothing was
+unpacked, and that every file under the test's folder is byte for byte what
+it was.
 """
 
 import codecs
@@ -36,11 +37,13 @@ from prednet_keras import legacy
 from prednet_keras.cli.eval import main as eval_main
 from prednet_keras.cli.imports import main as import_main
 from prednet_keras.legacy import LegacyFormatError, import_legacy_model
+from prednet_keras.legacy_chainer import ChainerFormatError, import_chainer_model
 from prednet_keras.saving import ModelFileError, load_model, save_model_atomically
 
 from tests.layers.numpy_prednet import random_weights
 from tests.legacy_files import write_model_json, write_weights_h5
-from tests.reliability.faults import snapshot
+from tests.reliability.faults import npy_header, snapshot, write_npz_member
+from tests.study_models import numpy_chainer
 
 MARKER = "PREDNET_TEST_PAYLOAD_MARKER"
 RAN = "PREDNET_TEST_PAYLOAD_RAN"
@@ -51,6 +54,13 @@ PAYLOAD = f"import os; open(os.environ[{MARKER!r}], 'w').close(); os.environ[{RA
 def payload_function():
     """A Python function whose body is PAYLOAD, as a lambda a Lambda layer would hold."""
     return eval(f"lambda x: (exec({PAYLOAD!r}), x)[1]")  # noqa: S307 (the payload under test)
+
+
+class Pickled:
+    """Unpickling it runs PAYLOAD (what np.load(allow_pickle=True) would do)."""
+
+    def __reduce__(self):
+        return exec, (PAYLOAD,)
 
 
 @pytest.fixture()
@@ -526,4 +536,62 @@ def test_keras2_weights_claiming_more_than_they_hold_are_refused_unread(claim, r
     else:
         assert message.endswith("unpacks to 3.4 MiB, more than the 1.0 MiB allowed (PREDNET_MAX_UNPACKED); "
                                 "refused before unpacking")
+    assert not output.exists()
+
+
+# Chainer .npz files with a pickle or a bomb (prednet-import --from chainer) -----------------------
+
+
+@pytest.mark.parametrize("where", ["extra-array", "kernel-itself"])
+def test_a_chainer_file_with_a_pickle_is_refused_unrun(where, marker, tmp_path, monkeypatch):
+    weights = numpy_chainer.random_weights((3, 4), (3, 4), 3, 8, 8, np.random.default_rng(0))
+    arrays = {f"predictor/{key}": value for key, value in weights.items()}
+    key = "predictor/extra" if where == "extra-array" else "predictor/ConvP0/W"
+    arrays[key] = np.array([Pickled()], dtype=object)
+    path = tmp_path / "prednet.model"
+    with open(path, "wb") as handle:
+        np.savez(handle, **arrays)
+    control = tmp_path.parent / f"{tmp_path.name}-control"
+    control.mkdir()
+
+    def unpickle():
+        with np.load(path, allow_pickle=True) as archive:
+            archive[key]
+
+    assert payload_is_live(unpickle, control, monkeypatch)
+    output = tmp_path / "imported.keras"
+
+    with pytest.raises(ChainerFormatError) as caught:
+        import_chainer_model(path)
+    message = refused_by_command(import_main, ["--from", "chainer", path, "-o", output], tmp_path)
+    assert message == str(caught.value) == (
+        f"{path}: array {key!r} holds Python objects (dtype object, stored as a pickle); refused: a Chainer "
+        "model file holds numeric arrays only, and unpickling runs code from the file."
+    )
+    assert not output.exists()
+    never_ran(marker)
+
+
+def test_a_chainer_bomb_is_refused_before_unpacking(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREDNET_MAX_UNPACKED", "1M")
+    weights = numpy_chainer.random_weights((3, 4), (3, 4), 3, 8, 8, np.random.default_rng(0))
+    others = {f"predictor/{key}": value for key, value in weights.items() if key != "ConvP0/W"}
+    path = write_npz_member(tmp_path / "bomb.model", "predictor/ConvP0/W", npy_header((4, 1 << 20), np.float32),
+                            zeros=16 << 20, others=others)
+    assert path.stat().st_size < 200_000
+    output = tmp_path / "imported.keras"
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ChainerFormatError) as caught:
+            import_chainer_model(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20  # nothing unpacked
+    message = refused_by_command(import_main, ["--from", "chainer", path, "-o", output], tmp_path)
+    assert message == str(caught.value) == (
+        f"{path}: array 'predictor/ConvP0/W': unpacks to 16.0 MiB, more than the 1.0 MiB allowed "
+        "(PREDNET_MAX_UNPACKED); refused before unpacking"
+    )
     assert not output.exists()
