@@ -12,6 +12,9 @@ naming the file and the rule (the function's exception, and the command's
 exit status 1 without a traceback), that no payload ran or nothing was
 unpacked, and that every file under the test's folder is byte for byte what
 it was.
+
+The run-folder tests (a swapped checkpoint or initial_weights.h5) train a
+tiny run in a subprocess first and take minutes: they are marked slow.
 """
 
 import codecs
@@ -20,6 +23,7 @@ import marshal
 import os
 import runpy
 import stat
+import subprocess
 import sys
 import tempfile
 import tracemalloc
@@ -595,3 +599,98 @@ def test_a_chainer_bomb_is_refused_before_unpacking(tmp_path, monkeypatch):
         "(PREDNET_MAX_UNPACKED); refused before unpacking"
     )
     assert not output.exists()
+
+
+# A swapped checkpoint or initial_weights.h5 in a run folder (slow) --------------------------------
+
+
+TRAIN = ["--stack-sizes", "3,4", "--nt", "3", "--batch-size", "1", "--steps-per-epoch", "1", "--epochs", "1",
+         "--val-sequences", "2", "--val-fraction", "0.25", "--quiet"]
+
+
+def prednet_train(args):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run([sys.executable, "-m", "prednet_keras.cli.train", *map(str, args)], capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """A run folder after one completed epoch of a tiny run: --resume --epochs 2 continues it."""
+    folder = tmp_path_factory.mktemp("run")
+    frames = (np.random.default_rng(0).random((24, 16, 16, 3)) * 255).astype("uint8")
+    np.savez(folder / "frames.npz", frames=frames)
+    result = prednet_train([*TRAIN, "--data", folder / "frames.npz", "-o", folder / "run"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    return folder / "run"
+
+
+def swap_checkpoint(path, change):
+    with h5py.File(path, "a") as handle:
+        if change == "optimizer-extra":
+            count = len(handle["optimizer/vars"])
+            handle.create_dataset(f"optimizer/vars/{count}", data=np.zeros(3, "float32"))
+        elif change == "unknown-layer":
+            handle.create_dataset("layers/payload/vars/0", data=np.zeros(3, "float32"))
+        else:
+            name = "layers/pred_net/cell/conv_layers/conv2d/vars/0"
+            kernel = handle[name][()]
+            del handle[name]
+            handle.create_dataset(name, data=np.zeros(kernel.shape[:-1] + (kernel.shape[-1] + 1,), kernel.dtype))
+
+
+def swap_initial_weights(path, change):
+    from prednet_keras import starting_point
+
+    weights, info = starting_point.read_initial_weights(path)
+    if change == "initial-shape":
+        key = next(key for key, value in weights.items() if value.ndim == 4)
+        weights[key] = np.zeros(weights[key].shape[:-1] + (weights[key].shape[-1] + 1,), weights[key].dtype)
+    else:
+        weights["payload/extra"] = np.zeros(3, "float32")
+    starting_point.write_initial_weights(path, weights, info["seed"])  # a well-formed file, checksum and all
+
+
+TRAIN_PY = "train.py resumes with model.load_weights; fixing it belongs to train.py, which is being reworked"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param("optimizer-extra", marks=pytest.mark.xfail(strict=True, reason=(
+            f"{TRAIN_PY}: Keras skips an optimizer whose variable count differs with a warning, and the run "
+            "resumes from a fresh Adam state"))),
+        pytest.param("unknown-layer", marks=pytest.mark.xfail(strict=True, reason=(
+            f"{TRAIN_PY}: Keras ignores groups no layer of the model reads"))),
+        pytest.param("kernel-shape", marks=pytest.mark.xfail(strict=True, reason=(
+            f"{TRAIN_PY}: refused (exit 1), but Keras' message dumps the variable's values and does not name the "
+            "file"))),
+        "initial-shape",
+        pytest.param("initial-extra", marks=pytest.mark.xfail(strict=True, reason=(
+            "refused (exit 1), but starting_point._match's message does not name the file"))),
+    ],
+)
+def test_a_swapped_weights_file_in_a_run_folder_is_refused(change, trained_run, tmp_path):
+    folder = tmp_path / "run"
+    subprocess.run(["cp", "-a", str(trained_run), str(folder)], check=True)
+    if change.startswith("initial"):
+        # A run killed before its first epoch ended restarts from initial_weights.h5.
+        for name in ("state.json", "model.keras"):
+            (folder / name).unlink()
+        subprocess.run(["rm", "-r", str(folder / "checkpoints")], check=True)
+        swapped = folder / "initial_weights.h5"
+        swap_initial_weights(swapped, change)
+    else:
+        swapped = folder / "checkpoints" / "epoch-0001.weights.h5"
+        swap_checkpoint(swapped, change)
+    # --resume records itself in the manifest before training; every other file must stay as it was.
+    before = {name: digest for name, digest in snapshot(tmp_path).items() if name != "run/manifest.json"}
+
+    result = prednet_train(["--resume", "--epochs", "2", "--quiet", "-o", folder])
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "Traceback" not in output
+    errors = [line for line in output.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"Error: {swapped}") and len(errors[0]) < 500, output
+    assert {name: digest for name, digest in snapshot(tmp_path).items() if name != "run/manifest.json"} == before
