@@ -5,6 +5,11 @@ and `prednet_kitti_weights.hdf5` (a full-model save; weights under
 `model_weights/pred_net_1/pred_net_1/layer_{type}_{l}/kernel:0|bias:0`).
 Weights-only saves hold the same layer groups at the file root. Arrays are
 matched by their `layer_{type}_{l}/{kernel|bias}` names, never by position.
+
+Only the PredNet layer's arguments and the input shape are taken from the
+JSON, and nothing in it is ever run: a JSON holding code (a Lambda layer's
+marshalled bytecode, a module to import) is refused rather than imported
+without it, and so is one too large or too deeply nested to be a model's.
 """
 
 import json
@@ -35,6 +40,11 @@ _DROPPED_KEYS = {
     "activity_regularizer",
     "consume_less",
 }
+# A PredNet's model JSON is a few KB.
+MAX_JSON_BYTES = 8 << 20
+# Keras 2 model JSONs nest under 10 levels; deeper is no model of theirs, and
+# json.loads fails with RecursionError a little past 1,000.
+MAX_JSON_DEPTH = 100
 
 
 class LegacyFormatError(ValueError):
@@ -79,6 +89,7 @@ def read_legacy_arrays(path):
                     f"{path} holds more than one array named {key} (layers {sorted(owners)}); "
                     "it seems to contain several PredNet layers."
                 )
+            _check_dataset(obj, path)
             arrays[key] = np.asarray(obj[()])
 
         root.visititems(visit)
@@ -87,6 +98,23 @@ def read_legacy_arrays(path):
             f"{path} does not hold a PredNet: no arrays named layer_{{a,ahat,c,f,i,o}}_{{l}}/kernel|bias."
         )
     return arrays
+
+
+def _check_dataset(dataset, path):
+    """Refuses a weights dataset before it is read: one whose shape claims more than the file
+    stores or than PREDNET_MAX_UNPACKED allows (HDF5 reads unstored space as zeros, so a
+    2 KB file can "hold" terabytes), or that holds no floating-point numbers."""
+    from prednet_keras.data.errors import DataError
+    from prednet_keras.data.guards import check_h5_storage, check_unpacking, declared_bytes
+
+    where = f"{path}: dataset {dataset.name!r}"
+    if dataset.dtype.kind != "f":
+        raise LegacyFormatError(f"{where} holds {dataset.dtype}, not floating-point weights; refused.")
+    try:
+        check_h5_storage(dataset, path)
+        check_unpacking(where, declared_bytes(dataset.shape, dataset.dtype), dataset.id.get_storage_size())
+    except DataError as error:
+        raise LegacyFormatError(str(error)) from None
 
 
 def _attr_text(value):
@@ -156,23 +184,87 @@ def prednet_config_from_json(text, source="model JSON"):
     """
     try:
         document = json.loads(text)
+    except RecursionError:
+        raise LegacyFormatError(
+            f"{source} is nested too deeply (more than {MAX_JSON_DEPTH} levels); refused."
+        ) from None
     except json.JSONDecodeError as error:
         raise LegacyFormatError(f"{source} is not valid JSON ({error}).") from None
+    _refuse_code(document, source)
     layers = _model_layers(document)
-    prednets = [layer for layer in layers if layer.get("class_name") == "PredNet"]
+    prednets = [layer for layer in layers if isinstance(layer, dict) and layer.get("class_name") == "PredNet"]
     if len(prednets) != 1:
         raise LegacyFormatError(f"{source} holds {len(prednets)} PredNet layers; expected exactly one.")
-    config = dict(prednets[0].get("config", {}))
+    config = prednets[0].get("config", {})
+    if not isinstance(config, dict):
+        raise LegacyFormatError(f"{source}: the PredNet's config is not an object.")
+    config = dict(config)
     input_shape = None
     for layer in layers:
-        layer_config = layer.get("config", {})
+        layer_config = layer.get("config") if isinstance(layer, dict) else None
+        if not isinstance(layer_config, dict):
+            continue
         shape = layer_config.get("batch_input_shape") or layer_config.get("batch_shape")
         if shape is not None:
             input_shape = tuple(shape[1:])
             break
     for key in _DROPPED_KEYS:
         config.pop(key, None)
+    for key, value in config.items():
+        # PredNet takes names, numbers and lists of them; an object here would be
+        # handed to Keras' deserializer (activations), which can name code.
+        if not _plain(value):
+            raise LegacyFormatError(
+                f"{source}: PredNet argument {key!r} is an object ({json.dumps(value)[:80]}), where PredNet takes "
+                "a name, a number or a list of them; refused."
+            )
     return config, input_shape
+
+
+def _refuse_code(document, source):
+    """Refuses a model JSON that holds code or is nested deeper than any model's.
+
+    Keras 2 stored a Lambda layer's function as marshalled bytecode (or as a
+    module and a name to import); loading it runs it. Walked without
+    recursion, which the nesting being checked could exhaust.
+    """
+    stack = [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise LegacyFormatError(f"{source} is nested too deeply (more than {MAX_JSON_DEPTH} levels); refused.")
+        if isinstance(node, list):
+            stack.extend((value, depth + 1) for value in node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        class_name = node.get("class_name")
+        inner = node.get("config")
+        holds_code = class_name in ("Lambda", "__lambda__") or "function_type" in node or (
+            isinstance(inner, dict) and "function_type" in inner
+        )
+        if holds_code:
+            name = inner.get("name") if isinstance(inner, dict) else None
+            what = f"layer {name!r} ({class_name})" if name else "a serialized lambda"
+            raise LegacyFormatError(
+                f"{source}: {what} holds Python code (marshalled bytecode or a function "
+                "to import) that loading it would run; refused: prednet-import takes the PredNet and its input "
+                "shape only and never runs code from a file."
+            )
+        module = node.get("module")
+        allowed = isinstance(module, str) and module.split(".", 1)[0] in ("keras", "prednet_keras")
+        if module is not None and not allowed:
+            raise LegacyFormatError(
+                f"{source}: {class_name or 'an object'!r} names the module {module!r}; refused: importing it "
+                "could run its code."
+            )
+        stack.extend((value, depth + 1) for value in node.values())
+
+
+def _plain(value):
+    if isinstance(value, list):
+        return all(_plain(item) for item in value)
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
 def _model_layers(document):
@@ -210,8 +302,19 @@ def import_legacy_model(model_json, weights_h5, output_mode="prediction", nt=Non
         raise FileNotFoundError(2, "Model JSON not found", model_json)
     if not os.path.exists(weights_h5):
         raise FileNotFoundError(2, "Weights file not found", weights_h5)
-    with open(model_json, encoding="utf-8") as handle:
-        config, input_shape = prednet_config_from_json(handle.read(), source=model_json)
+    size = os.path.getsize(model_json)
+    if size > MAX_JSON_BYTES:
+        raise LegacyFormatError(
+            f"{model_json} is {size:,} bytes, more than the {MAX_JSON_BYTES:,} a model JSON may take "
+            "(a PredNet's is a few KB); refused before reading it."
+        )
+    with open(model_json, "rb") as handle:
+        text = handle.read()
+    try:
+        text = text.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise LegacyFormatError(f"{model_json} is not UTF-8 text ({error}).") from None
+    config, input_shape = prednet_config_from_json(text, source=model_json)
     if input_shape is None or len(input_shape) != 4:
         raise LegacyFormatError(f"{model_json} gives no 4-d input shape (time, rows, cols, channels).")
     if output_mode is not None:

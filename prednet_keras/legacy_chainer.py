@@ -14,7 +14,9 @@ changes layout: (out, in, kh, kw) -> (kh, kw, in, out). Peepholes go from
 (1, C, H, W) to (H, W, C). The file fixes the architecture: the channels come
 from the ConvP kernels and the frame size from the layer-0 peepholes, so
 `import_chainer_model` needs nothing else. Arrays are matched by name, never by
-position, and nothing is assigned unless every array fits.
+position, and nothing is assigned unless every array fits. Before numpy reads
+the file, a member holding Python objects (a pickle, which loading would run)
+or unpacking past PREDNET_MAX_UNPACKED is refused.
 """
 
 import os
@@ -60,6 +62,7 @@ def read_chainer_arrays(path):
             f"{path} is not a NumPy .npz archive (what chainer.serializers.save_npz writes); "
             "truncated, or another format?"
         )
+    _check_members(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             raw = {key: archive[key] for key in archive.files}
@@ -86,6 +89,41 @@ def read_chainer_arrays(path):
             f"{' ...' if len(raw) > 6 else ''})."
         )
     return arrays
+
+
+def _check_members(path):
+    """Refuses an .npz before numpy reads it: a member that is no numeric .npy array (a
+    pickled object, which unpickling would run) or that would unpack to more than
+    PREDNET_MAX_UNPACKED allows (a zip bomb). Reads the zip directory and each
+    member's header only."""
+    from prednet_keras.data.errors import DataError
+    from prednet_keras.data.guards import ZIP_ERRORS, check_npy_payload, check_unpacking, read_npy_header
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+            for info in members:
+                key = info.filename[: -len(".npy")] if info.filename.endswith(".npy") else info.filename
+                where = f"{path}: array {key!r}"
+                check_unpacking(where, info.file_size, info.compress_size)
+                with archive.open(info) as member:
+                    shape, dtype, header = read_npy_header(member, where)
+                if dtype is not None and dtype.hasobject:
+                    raise ChainerFormatError(
+                        f"{where} holds Python objects (dtype {dtype}, stored as a pickle); refused: a Chainer model "
+                        "file holds numeric arrays only, and unpickling runs code from the file."
+                    )
+                check_npy_payload(where, shape, dtype, header, info.file_size)
+            # numpy unpacks every member into memory: together they must fit the limit too.
+            check_unpacking(
+                f"{path}: its {len(members)} arrays together",
+                sum(info.file_size for info in members),
+                sum(info.compress_size for info in members),
+            )
+    except DataError as error:
+        raise ChainerFormatError(str(error)) from None
+    except (OSError, NotImplementedError, *ZIP_ERRORS) as error:
+        raise ChainerFormatError(f"{path} could not be read as an .npz archive ({error}).") from None
 
 
 def chainer_config_from_arrays(arrays, source="the file"):
