@@ -454,7 +454,7 @@ def nudge_by_ulp(weights):
     return out
 
 
-def _match(model_keys, file_keys):
+def _match(model_keys, file_keys, path):
     """Pairs file entries with model weights: by key, or by position when the two
     architectures differ only in auto-generated name suffixes."""
     if set(model_keys) == set(file_keys) and len(model_keys) == len(file_keys):
@@ -466,7 +466,7 @@ def _match(model_keys, file_keys):
     missing = [k for k in model_keys if k not in file_keys]
     unexpected = [k for k in file_keys if k not in model_keys]
     raise ValueError(
-        f"The initial-weights file does not fit this model ({len(model_keys)} weights, file has "
+        f"{path}: the initial-weights file does not fit this model ({len(model_keys)} weights, file has "
         f"{len(file_keys)}). Missing in file: {missing[:5]}{' ...' if len(missing) > 5 else ''}; "
         f"not in model: {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}."
     )
@@ -495,7 +495,7 @@ def load_initial_weights(model, path):
     weights, info = read_initial_weights(path)
     variables = _model_weights(model)
     by_key = {v.path: v for v in variables}
-    pairs, matched_by = _match([v.path for v in variables], list(weights))
+    pairs, matched_by = _match([v.path for v in variables], list(weights), path)
     problems = []
     for model_key, file_key in pairs.items():
         variable, value = by_key[model_key], weights[file_key]

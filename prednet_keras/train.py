@@ -445,6 +445,8 @@ class RunRecorder(keras.callbacks.Callback):
                 "val_loss": val_loss,
                 "weights_checksum": checksum,
                 "model_weights_checksum": self.model_checksum,
+                # The whole file, optimizer state included: a resume refuses a checkpoint changed since.
+                "checkpoint_sha256": file_sha256(checkpoint),
             }
         )
         if improved:
@@ -764,6 +766,7 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
         started = time.perf_counter()
         checkpoint = folder.path / state["checkpoint"]
         print(f"Loading the checkpoint of epoch {first_epoch} ({checkpoint}) ...", flush=True)
+        _check_checkpoint_file(checkpoint, state)
         # Optimizer variables must exist before load_weights can restore them.
         model.optimizer.build(model.trainable_variables)
         model.load_weights(checkpoint)
@@ -902,6 +905,33 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
         manifest["trajectory"] = trajectory.record()
     # Final weights, the same bytes on every backend: the determinism audit's record.
     return _finish(folder, manifest, session, folder.read_state(), starting_point.weights_checksum(model))
+
+
+def file_sha256(path, chunk=1 << 20):
+    """sha256 (hex) of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _check_checkpoint_file(checkpoint, state):
+    """Fails before Keras reads a checkpoint whose bytes are not the ones written at its epoch.
+
+    Keras loads what it recognises and passes over the rest: an optimizer state of another
+    size is dropped with a warning (the run would go on from a fresh Adam), unknown groups are
+    ignored, a kernel of another shape fails with a message full of numbers. The file's own
+    hash, recorded when it was written, catches all of them. Runs from before that record are
+    checked after loading, by their weights (_verify_checkpoint).
+    """
+    expected = state.get("checkpoint_sha256")
+    if expected is not None and file_sha256(checkpoint) != expected:
+        raise runs.RunFolderError(
+            f"{checkpoint}: not the checkpoint written at epoch {state['epoch']} ({runs.STATE} records sha256 "
+            f"{expected[:12]}..., the file's differs): it was changed or replaced since, so this run cannot be "
+            "continued from it."
+        )
 
 
 def _verify_checkpoint(folder, manifest, state, actual):

@@ -660,28 +660,17 @@ def swap_initial_weights(path, change):
 # Files a prednet-train command writes by design: the manifest records each --resume and session, and
 # newer versions lock a run folder through a file beside it (runlock.py, .prednet-locks/<name>.lock).
 LOCKS = ".prednet-locks/"
-TRAIN_PY = "train.py resumes with model.load_weights; fixing it belongs to train.py, which is being reworked"
-
-
-def xfail(reason):
-    # raises=AssertionError: a fixture or subprocess failing otherwise is a failure, not the expected one.
-    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "change",
     [
-        pytest.param("optimizer-extra", marks=xfail(
-            f"{TRAIN_PY}: Keras skips an optimizer whose variable count differs with a warning, and the run "
-            "resumes from a fresh Adam state")),
-        pytest.param("unknown-layer", marks=xfail(f"{TRAIN_PY}: Keras ignores groups no layer of the model reads")),
-        pytest.param("kernel-shape", marks=xfail(
-            f"{TRAIN_PY}: refused (exit 1), but Keras' message dumps the variable's values and does not name the "
-            "file")),
+        "optimizer-extra",
+        "unknown-layer",
+        "kernel-shape",
         "initial-shape",
-        pytest.param("initial-extra", marks=xfail(
-            "refused (exit 1), but starting_point._match's message does not name the file")),
+        "initial-extra",
     ],
 )
 def test_a_swapped_weights_file_in_a_run_folder_is_refused(change, trained_run, frames_npz, tmp_path):
