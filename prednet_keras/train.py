@@ -56,8 +56,10 @@ __all__ = [
 ]
 
 # Test hook: "EPOCH:STEP" (from 1) kills the training process with SIGKILL right
-# after that step, as a power cut would, to test --resume.
+# after that step, as a power cut would, to test --resume; "EPOCH:MOMENT" at one
+# of the moments of that epoch's end (KILL_MOMENTS, in the order they happen).
 KILL_AT_ENV = "PREDNET_TEST_KILL_AT"
+KILL_MOMENTS = ("history", "checkpoint-partial", "checkpoint", "state", "model-partial", "model", "cleanup")
 
 
 class TrainingDiverged(ValueError):
@@ -391,9 +393,7 @@ class RunRecorder(keras.callbacks.Callback):
             if not math.isfinite(loss) and self.diverged is None:
                 self.diverged = (epoch, step)
                 self.model.stop_training = True
-            if self._kill_at == (epoch, step):
-                self.history.close()
-                os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+            self._maybe_killed(epoch, step)
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
@@ -414,6 +414,7 @@ class RunRecorder(keras.callbacks.Callback):
             lr=learning_rate_at(epoch, self.config),
             seconds=round(time.perf_counter() - self._epoch_start, 4),
         )
+        self._maybe_killed(done, "history")
         value = val_loss if self.monitor == "val_loss" else loss
         if value is not None and not math.isfinite(value):
             self.diverged = (done, None)
@@ -428,7 +429,13 @@ class RunRecorder(keras.callbacks.Callback):
         from prednet_keras.starting_point import weights_checksum
 
         checkpoint = self.folder.checkpoint_path(done)
-        runs.write_through_temporary(checkpoint, self.model.save_weights, needed=variables_bytes(self.model))
+
+        def save_checkpoint(path):
+            self.model.save_weights(path)
+            self._maybe_killed(done, "checkpoint-partial")
+
+        runs.write_through_temporary(checkpoint, save_checkpoint, needed=variables_bytes(self.model))
+        self._maybe_killed(done, "checkpoint")
         # Checked when the checkpoint is loaded again (resume) and, for the
         # best epoch's, when model.keras is (prednet-eval).
         checksum = weights_checksum(self.model)
@@ -449,9 +456,12 @@ class RunRecorder(keras.callbacks.Callback):
                 "checkpoint_sha256": file_sha256(checkpoint),
             }
         )
+        self._maybe_killed(done, "state")
         if improved:
-            export_best(self.export_model, self.folder)
+            export_best(self.export_model, self.folder, after_write=lambda: self._maybe_killed(done, "model-partial"))
+            self._maybe_killed(done, "model")
         self.folder.remove_checkpoints_except(checkpoint)
+        self._maybe_killed(done, "cleanup")
         self.epochs_completed = done
         self.improved = improved
         try:
@@ -462,6 +472,12 @@ class RunRecorder(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         self._write_steps(self._losses.flush())
         self.history.close()
+
+    def _maybe_killed(self, epoch, moment):
+        """The KILL_AT_ENV test hook: SIGKILL, as a power cut, at (epoch, step or moment)."""
+        if self._kill_at == (epoch, moment):
+            self.history.close()
+            os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
 class StopOnRequest(keras.callbacks.Callback):
@@ -591,8 +607,8 @@ def _is_terminal(stream):
 def _parse_kill_at(text):
     if not text:
         return None
-    epoch, step = text.split(":")
-    return int(epoch), int(step)
+    epoch, when = text.split(":")
+    return int(epoch), when if when in KILL_MOMENTS else int(when)
 
 
 def dispatches_asynchronously(model):
@@ -653,9 +669,18 @@ def variables_bytes(model):
     return sum(int(np.prod(v.shape)) * np.dtype(str(v.dtype).split(".")[-1]).itemsize + 1024 for v in variables)
 
 
-def export_best(export_model, folder):
-    """Writes model.keras (weights and architecture, no optimizer), atomically."""
-    runs.write_through_temporary(folder.model_path, export_model.save, needed=variables_bytes(export_model))
+def export_best(export_model, folder, after_write=None):
+    """Writes model.keras (weights and architecture, no optimizer), atomically.
+
+    Args:
+        after_write: called once the temporary file is complete, before it takes the final name (a test hook).
+    """
+    def save(path):
+        export_model.save(path)
+        if after_write is not None:
+            after_write()
+
+    runs.write_through_temporary(folder.model_path, save, needed=variables_bytes(export_model))
 
 
 # -- the run ------------------------------------------------------------------
@@ -897,9 +922,12 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     if recorder.diverged:
         epoch, step = recorder.diverged
         where = f"epoch {epoch}" + (f", step {step}" if step else "")
+        done = folder.completed_epochs()
+        kept = (f"the {plural(done, 'completed epoch')} before it {'is' if done == 1 else 'are'} kept in {folder.path} "
+                f"(model.keras: the best of them)" if done else "no epoch was completed before it")
         raise TrainingDiverged(
-            f"The loss became NaN or infinite at {where}; the last good epoch is kept in {folder.path} "
-            f"(try a lower --lr)."
+            f"The loss became NaN or infinite at {where}, so training stopped; {kept}. A new run with a lower --lr "
+            f"(this one: {config.lr:g}) may train."
         )
     if trajectory.enabled and trajectory.save():
         manifest["trajectory"] = trajectory.record()
