@@ -46,8 +46,14 @@ def test_prednet_eval_refuses_a_model_that_is_not_the_one_its_run_recorded(copy_
     assert "Traceback" not in result.output and not (copy_of_run / "eval").exists()
 
 
-def test_resume_refuses_a_checkpoint_that_is_not_the_one_its_run_recorded(copy_of_run, capfd):
+@pytest.mark.parametrize("recorded", ["file", "weights"])
+def test_resume_refuses_a_checkpoint_that_is_not_the_one_its_run_recorded(copy_of_run, capfd, recorded):
     checkpoint = next((copy_of_run / "checkpoints").iterdir())
+    if recorded == "weights":
+        # A run from before the checkpoint's file hash was recorded: its weights' checksum still tells.
+        state = json.loads((copy_of_run / "state.json").read_text())
+        del state["checkpoint_sha256"]
+        (copy_of_run / "state.json").write_text(json.dumps(state))
     with h5py.File(checkpoint, "r+") as handle:
         kernels = []
         handle.visititems(lambda name, item: kernels.append(item) if isinstance(item, h5py.Dataset)
@@ -60,8 +66,10 @@ def test_resume_refuses_a_checkpoint_that_is_not_the_one_its_run_recorded(copy_o
     assert folder_hash(copy_of_run) == before
     # The training process's own line (written to the real stderr) names the file and the record.
     child_output = capfd.readouterr().err
-    assert f"Error: {checkpoint} does not hold the weights recorded for it (state.json weights_checksum" \
-        in child_output, child_output
+    expected = (f"Error: {checkpoint}: not the checkpoint written at epoch 2 (state.json records sha256 "
+                if recorded == "file" else
+                f"Error: {checkpoint} does not hold the weights recorded for it (state.json weights_checksum")
+    assert expected in child_output, child_output
     assert "Traceback" not in child_output
     manifest = json.loads((copy_of_run / "manifest.json").read_text())
     assert "resumes" not in manifest and manifest["status"] == "complete"
