@@ -89,16 +89,16 @@ def stop_requested():
 
 
 def _user_errors():
-    from prednet_keras.cli.common import USER_ERRORS
+    from prednet_keras.errors import USER_ERRORS
     from prednet_keras.runtime import RuntimeSetupError
 
     return tuple(USER_ERRORS) + (RuntimeSetupError,)
 
 
 def _one_line(error):
-    from prednet_keras.cli.common import _one_line
+    from prednet_keras.errors import one_line
 
-    return _one_line(error)
+    return one_line(error)
 
 
 def train_main(run_dir, quiet=False, resume=None):

@@ -5,9 +5,7 @@ import os
 
 import click
 
-# Exceptions that describe a problem with the user's input, not a bug. Set
-# PREDNET_DEBUG=1 to see the traceback anyway.
-USER_ERRORS = (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+from prednet_keras.errors import USER_ERRORS, one_line
 
 
 def fail_on_user_errors(command):
@@ -22,16 +20,9 @@ def fail_on_user_errors(command):
         except USER_ERRORS as error:
             if os.environ.get("PREDNET_DEBUG"):
                 raise
-            raise click.ClickException(_one_line(error)) from None
+            raise click.ClickException(one_line(error)) from None
 
     return wrapper
-
-
-def _one_line(error):
-    text = str(error) or type(error).__name__
-    if isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError)) and error.filename:
-        text = f"{error.strerror or text}: {error.filename}"
-    return " ".join(text.split())
 
 
 class IntList(click.ParamType):

@@ -31,7 +31,7 @@ __all__ = ["ARCHIVE", "ArchiveError", "archived_runs", "is_archive", "missing_ru
 ARCHIVE = "runs.tar.xz"
 RUNS = "runs"
 SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2")
-# Folders of runs that did not finish (runner.PARTIAL) or were being unpacked.
+# Folders of runs that did not finish (one_run.PARTIAL) or were being unpacked.
 _HIDDEN = "."
 
 

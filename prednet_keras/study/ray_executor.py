@@ -3,10 +3,10 @@
 Ray is an optional extra (`pip install prednet-keras[ray]`); this module is the
 only one that imports it, and only when a study runs on it.
 
-What a run is does not change with the executor (runner.py): the same
-manifest (runner.run_manifest), the same partial folder made from scratch
-(runner.make_partial), the same training process (worker.start) and the same
-finish step (runner.finish_run: complete, started from the seed's weights,
+What a run is does not change with the executor (one_run.py): the same
+manifest (one_run.run_manifest), the same partial folder made from scratch
+(one_run.make_partial), the same training process (worker.start) and the same
+finish step (one_run.finish_run: complete, started from the seed's weights,
 then renamed atomically to its final name). Here:
 
 * The driver (the `prednet-study run` process) makes the seeds' starting
@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 from prednet_keras import runs
-from prednet_keras.study import runner
+from prednet_keras.study import one_run
 from prednet_keras.study.spec import SpecError
 
 __all__ = ["INSTALL_HINT", "RayConnectionError", "RayUnavailableError", "begin_attempt", "check_address",
@@ -213,7 +213,7 @@ def begin_attempt(partial, manifest, node, first):
 
     Args:
         partial: the run's partial folder.
-        manifest: the driver's manifest (runner.run_manifest).
+        manifest: the driver's manifest (one_run.run_manifest).
         node: where this attempt runs (recorded as study.executor).
         first: the attempt number the driver gave the task.
     """
@@ -226,7 +226,7 @@ def begin_attempt(partial, manifest, node, first):
     if isinstance(earlier, int) and not isinstance(earlier, bool) and earlier >= first:
         attempt = earlier + 1
     manifest = dict(manifest, study=dict(manifest["study"], executor=dict(node, attempt=attempt)))
-    runner.make_partial(partial, manifest)
+    one_run.make_partial(partial, manifest)
     return manifest
 
 
@@ -235,7 +235,7 @@ def train_on_node(partial, manifest, runtime, attempt, request):
 
     Args:
         partial: the run's partial folder (absolute; on the shared file system).
-        manifest: its first manifest (runner.run_manifest).
+        manifest: its first manifest (one_run.run_manifest).
         runtime: the configuration's runtime dict.
         attempt: the driver's number for this attempt (1, 2, ...); Ray's own
             retries of the task count on from it (begin_attempt).
@@ -263,7 +263,7 @@ def train_on_node(partial, manifest, runtime, attempt, request):
     for name in _environment_ray_added():
         os.environ.pop(name)
     started = time.perf_counter()
-    with open(partial / runner.LOG, "w", encoding="utf-8") as log:
+    with open(partial / one_run.LOG, "w", encoding="utf-8") as log:
         # SIGKILL when the Ray worker dies: Ray retries the task at once, remaking this partial
         # folder, which a process still recording its interruption must not write into.
         process = worker.start(partial, RuntimeConfig.from_dict(runtime), quiet=True, stdout=log,
@@ -312,11 +312,11 @@ def _last_error_line(error):
 
 def execute(spec, study_dir, pending, records, command, progress, outcome, done_before, *, address=None,
             gpu_share=1.0, retries=DEFAULT_RETRIES, max_in_flight=None):
-    """Runs `pending` on Ray; fills `outcome` as runner._execute does (plus `unplaceable`).
+    """Runs `pending` on Ray; fills `outcome` as the local executor does (plus `unplaceable`).
 
     Args:
         spec, study_dir, pending, records, command, progress, outcome,
-            done_before: as runner._execute.
+            done_before: as LocalExecutor.execute.
         address: the Ray cluster (None: a private one on this machine).
         gpu_share: fraction of a GPU per GPU run.
         retries: further attempts of a run whose worker died (Ray's and the driver's each).
@@ -348,11 +348,11 @@ def _execute(ray, spec, study_dir, pending, records, command, progress, outcome,
                          f"{resources.get('GPU', 0):g} GPUs; {len(queue)} runs to place.")
 
     def submit(run, retried, attempt):
-        partial = runner.partial_folder(study_dir, run)
+        partial = one_run.partial_folder(study_dir, run)
         # From scratch: whatever an earlier attempt left is gone (the task remakes it on its node).
         if partial.exists():
             shutil.rmtree(partial)
-        manifest = runner.run_manifest(spec, study_dir, run, records[run.seed], command)
+        manifest = one_run.run_manifest(spec, study_dir, run, records[run.seed], command)
         request = resource_request(run.configuration, gpu_share)
         ref = task.options(max_retries=retries, retry_exceptions=False, name=f"prednet-study:{run.key}",
                            **request).remote(os.fspath(partial.resolve()), manifest, run.configuration.runtime,
@@ -378,10 +378,10 @@ def _execute(ray, spec, study_dir, pending, records, command, progress, outcome,
                 except ray.exceptions.TaskCancelledError:
                     continue  # its configuration stopped after a failed run before it started
                 except Exception as error:  # the task raised, or Ray gave up on its worker / node
-                    result = runner.RunOutcome(run.key, "failed", message=f"Ray: {_last_error_line(error)}")
+                    result = one_run.RunOutcome(run.key, "failed", message=f"Ray: {_last_error_line(error)}")
                 else:
                     if "error" in answer:
-                        result = runner.RunOutcome(run.key, "failed", message=answer["error"])
+                        result = one_run.RunOutcome(run.key, "failed", message=answer["error"])
                     elif _killed(answer["code"]) and retried < retries:
                         # After Ray's own retries of the task the attempt that ran is a later one than submitted.
                         following = answer["node"].get("attempt", attempt) + 1
@@ -392,7 +392,7 @@ def _execute(ray, spec, study_dir, pending, records, command, progress, outcome,
                         queue.insert(0, (run, retried + 1, following))
                         continue
                     else:
-                        result = runner.finish_run(study_dir, run, partial, answer["code"], answer["seconds"])
+                        result = one_run.finish_run(study_dir, run, partial, answer["code"], answer["seconds"])
                 if result.status == "done":
                     done += 1
                     outcome["done"].append(result)
@@ -443,7 +443,7 @@ def _cancel(ray, study_dir, in_flight, grace=40):
                 answer = ray.get(ref, timeout=5)
                 if answer.get("code") == 0:
                     run, _, _, partial = in_flight[ref]
-                    runner.finish_run(study_dir, run, partial, 0, answer["seconds"])
+                    one_run.finish_run(study_dir, run, partial, 0, answer["seconds"])
             except BaseException:
                 pass
         else:
@@ -451,3 +451,34 @@ def _cancel(ray, study_dir, in_flight, grace=40):
                 ray.cancel(ref, force=True)
             except Exception:
                 pass
+
+
+class RayExecutor:
+    """The study's runs as Ray tasks (see the module docstring): the interface runner.run_study calls.
+
+    Args:
+        address: the Ray cluster (None: a private one on this machine).
+        gpu_share: fraction of a GPU per GPU run.
+        max_in_flight: runs submitted at once (None: all).
+        retries: further attempts of a run whose worker died (None: DEFAULT_RETRIES).
+    """
+
+    name = "ray"
+
+    def __init__(self, address=None, gpu_share=1.0, max_in_flight=None, retries=None):
+        self.address = address
+        self.gpu_share = gpu_share
+        self.max_in_flight = max_in_flight
+        self.retries = DEFAULT_RETRIES if retries is None else retries
+
+    def check(self, configurations):
+        """Refuses, before anything is written: Ray not installed, a configuration no request can
+        express, a cluster that cannot be reached."""
+        require_ray()
+        check_configurations(configurations, self.gpu_share)
+        if self.address:
+            check_address(self.address)
+
+    def execute(self, spec, study_dir, pending, records, command, progress, outcome, done_before):
+        execute(spec, study_dir, pending, records, command, progress, outcome, done_before, address=self.address,
+                gpu_share=self.gpu_share, retries=self.retries, max_in_flight=self.max_in_flight)

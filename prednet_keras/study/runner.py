@@ -27,55 +27,30 @@ killed study leaves no orphan writing into its folder. One study process at a
 time works on a folder (a lock file).
 """
 
-import dataclasses
 import errno
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from prednet_keras import runs
 from prednet_keras.study import archive, starting_points
+from prednet_keras.study.local_executor import LocalExecutor
+from prednet_keras.study.one_run import PARTIAL, RUNS, run_folder
 from prednet_keras.study.spec import SpecError
 
-__all__ = ["EXECUTORS", "StudyFolderError", "finish_run", "make_partial", "plan_status", "prepare_run", "run_manifest",
-           "run_study"]
+__all__ = ["EXECUTORS", "StudyFolderError", "make_executor", "plan_status", "run_study"]
 
 FORMAT = "prednet-keras-study"
 STUDY_RECORD = "study.json"
 SPEC_COPY = "spec.toml"
 LOCK = ".lock"
-RUNS = archive.RUNS
-PARTIAL = ".partial-"
-LOG = "log.txt"
 EXECUTORS = ("local", "ray")
 
 
 class StudyFolderError(ValueError):
     """The output folder cannot hold this study (another spec's, locked, or damaged)."""
-
-
-@dataclasses.dataclass
-class RunOutcome:
-    key: str
-    status: str  # "done", "failed", "skipped"
-    seconds: float = 0.0
-    metric: float = None
-    message: str = ""
-
-
-def run_folder(study_dir, run):
-    """The final folder of a planned run."""
-    return Path(study_dir) / RUNS / run.configuration.name / run.name
-
-
-def partial_folder(study_dir, run):
-    """The folder a planned run trains in until it is complete."""
-    return Path(study_dir) / RUNS / run.configuration.name / (PARTIAL + run.name)
 
 
 def plan_status(spec, study_dir, configurations=None):
@@ -236,136 +211,19 @@ def _remove_partials(study_dir):
     return removed
 
 
-class _Running:
-    def __init__(self, run, process, log, folder, started):
-        self.run = run
-        self.process = process
-        self.log = log
-        self.folder = folder
-        self.started = started
+def make_executor(name, *, workers=None, address=None, gpu_share=1.0, retries=None):
+    """The executor called `name`: "local" (a pool of `workers` processes here) or "ray".
 
-
-def run_manifest(spec, study_dir, run, seed_record, command, executor=None):
-    """The first manifest of a planned run (what every executor writes into its partial folder).
-
-    Args:
-        spec: the StudySpec.
-        study_dir: the study folder.
-        run: the PlannedRun.
-        seed_record: its seed's seed.json (for the checksum the run must start from).
-        command: the command line, for the record.
-        executor: where the run is placed (e.g. {"kind": "ray", "node_id": ...}),
-            recorded as study.executor; None: not recorded (the local pool).
+    Both offer check(configurations) and execute(spec, study_dir, pending, records, command, progress,
+    outcome, done_before), which run_study calls the same way.
     """
-    config = run.configuration
-    init = starting_points.weights_path(study_dir, run.seed, run.perturbation).resolve()
-    options = spec.run_options(run, init)
-    study = {
-        "name": spec.name,
-        "configuration": config.name,
-        "replicate": run.replicate,
-        "perturbation": run.perturbation,
-        "settings": dict(config.factors),
-        "trajectory_points": spec.trajectory_points,
-        "seed_checksum": seed_record["ulp_checksum" if run.perturbation == "ulp" else "checksum"],
-    }
-    if executor is not None:
-        study["executor"] = dict(executor)
-    return runs.new_manifest(run.name, options, config.runtime, command, study=study)
+    if name == "local":
+        return LocalExecutor(workers)
+    if name == "ray":
+        from prednet_keras.study.ray_executor import RayExecutor
 
-
-def make_partial(partial, manifest):
-    """(Re)makes a run's partial folder from scratch, holding only `manifest`.
-
-    Whatever an earlier attempt left there is deleted first, so nothing
-    half-written survives into a new attempt.
-    """
-    partial = Path(partial)
-    if partial.exists():
-        shutil.rmtree(partial)
-    partial.mkdir(parents=True)
-    runs.RunFolder(partial).write_manifest(manifest)
-    return partial
-
-
-def prepare_run(spec, study_dir, run, seed_record, command, executor=None):
-    """Makes a planned run's partial folder and its manifest; returns the folder."""
-    manifest = run_manifest(spec, study_dir, run, seed_record, command, executor)
-    return make_partial(partial_folder(study_dir, run), manifest)
-
-
-def _start(spec, study_dir, run, seed_record, command, quiet_child=True):
-    from prednet_keras import worker
-
-    partial = prepare_run(spec, study_dir, run, seed_record, command)
-    config = run.configuration
-    log = open(partial / LOG, "w", encoding="utf-8")
-    # childproc: SIGTERM when the study process dies, so it leaves no orphan writing here.
-    process = worker.start(partial, config.runtime_config(), quiet=quiet_child, stdout=log,
-                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return _Running(run, process, log, partial, time.perf_counter())
-
-
-def _finish(study_dir, running, code):
-    """Moves a finished run to its final name, or says why it failed."""
-    running.log.close()
-    seconds = time.perf_counter() - running.started
-    return finish_run(study_dir, running.run, running.folder, code, seconds)
-
-
-def finish_run(study_dir, run, folder, code, seconds):
-    """The shared end of a run: its final name once verified, or why it failed.
-
-    A run folder is renamed (atomically) to its final name only when its
-    training process exited 0, its manifest says complete and it started from
-    its seed's initial weights (the checksum).
-
-    Args:
-        study_dir: the study folder.
-        run: the PlannedRun.
-        folder: its partial folder.
-        code: the training process's return code (Popen's: -N killed by signal N).
-        seconds: how long it ran.
-
-    Returns:
-        RunOutcome.
-    """
-    from prednet_keras.worker import exit_status
-
-    key = run.key
-    try:
-        manifest = runs.RunFolder(folder).read_manifest()
-    except runs.RunFolderError as error:
-        return RunOutcome(key, "failed", seconds, message=str(error))
-    if code != 0 or manifest.get("status") != "complete":
-        message = (manifest.get("error") or _last_line(Path(folder) / LOG)
-                   or f"exit status {exit_status(code)}")
-        return RunOutcome(key, "failed", seconds, message=message)
-    expected = (manifest.get("study") or {}).get("seed_checksum")
-    actual = (manifest.get("initial_weights") or {}).get("checksum")
-    if expected != actual:
-        return RunOutcome(key, "failed", seconds,
-                          message=f"started from weights {str(actual)[:12]}, not the seed's {str(expected)[:12]}")
-    final = run_folder(study_dir, run)
-    os.rename(folder, final)
-    metric = (manifest.get("metric") or {}).get("value")
-    return RunOutcome(key, "done", seconds, metric=metric)
-
-
-def _last_line(path):
-    try:
-        lines = [line.strip() for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines()]
-    except OSError:
-        return ""
-    lines = [line for line in lines if line and not line.startswith(("I0000", "WARNING: All log messages"))]
-    return lines[-1] if lines else ""
-
-
-def _cpu_threads(config):
-    runtime = config.runtime
-    if str(runtime.get("device", "cpu")).startswith("cpu"):
-        return runtime.get("threads") or os.cpu_count() or 1
-    return 1
+        return RayExecutor(address=address, gpu_share=gpu_share, max_in_flight=workers, retries=retries)
+    raise ValueError(f"Unknown executor {name!r} (known: {', '.join(EXECUTORS)}).")
 
 
 def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, command=(), progress=None,
@@ -403,19 +261,12 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
     """
     import keras
 
-    if executor not in EXECUTORS:
-        raise ValueError(f"Unknown executor {executor!r} (known: {', '.join(EXECUTORS)}).")
     study_dir = Path(study_dir)
     configurations = spec.select(only)
-    if executor == "ray":
-        from prednet_keras.study import ray_executor
-
-        ray_executor.require_ray()
-        ray_executor.check_configurations(configurations, gpu_share)
-        if address:
-            ray_executor.check_address(address)
-    else:
-        workers = workers or spec.workers
+    executor = make_executor(executor, workers=workers or (None if executor == "ray" else spec.workers),
+                             address=address, gpu_share=gpu_share, retries=retries)
+    # Refused here, before anything is written: what no executor can run (Ray absent, a GPU arm no node holds).
+    executor.check(configurations)
     study_dir.mkdir(parents=True, exist_ok=True)
     with _Lock(study_dir):
         _record_study(spec, study_dir, spec_path, command)
@@ -435,61 +286,7 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
         records = starting_points.ensure_starting_points(spec, study_dir, seeds, backend or keras.backend.backend())
         for config in configurations:
             (study_dir / RUNS / config.name).mkdir(parents=True, exist_ok=True)
-        if executor == "ray":
-            ray_executor.execute(spec, study_dir, pending, records, command, progress, outcome, len(finished),
-                                 address=address, gpu_share=gpu_share, max_in_flight=workers,
-                                 retries=ray_executor.DEFAULT_RETRIES if retries is None else retries)
-        else:
-            _execute(spec, study_dir, pending, records, workers, command, progress, outcome, len(finished))
+        executor.execute(spec, study_dir, pending, records, command, progress, outcome, len(finished))
     return outcome
 
 
-def _execute(spec, study_dir, pending, records, workers, command, progress, outcome, done_before):
-    queue = list(pending)
-    running = []
-    total = done_before + len(pending)
-    done = done_before
-    warned = False
-    try:
-        while queue or running:
-            while queue and len(running) < workers:
-                run = queue.pop(0)
-                if run.configuration.name in outcome["skipped"]:
-                    continue
-                running.append(_start(spec, study_dir, run, records[run.seed], command))
-                if progress:
-                    progress.run_started(run)
-                threads = sum(_cpu_threads(r.run.configuration) for r in running)
-                if not warned and len(running) > 1 and threads > (os.cpu_count() or 1):
-                    warned = True
-                    if progress:
-                        progress.message(f"warning: {len(running)} runs at once ask for {threads} CPU threads on "
-                                         f"{os.cpu_count()} cores; CPU timings will be slower than alone.")
-            time.sleep(0.2)
-            for item in list(running):
-                code = item.process.poll()
-                if code is None:
-                    continue
-                running.remove(item)
-                result = _finish(study_dir, item, code)
-                if result.status == "done":
-                    done += 1
-                    outcome["done"].append(result)
-                else:
-                    outcome["failed"].append(result)
-                    name = item.run.configuration.name
-                    outcome["skipped"].setdefault(name, result.message)
-                if progress:
-                    progress.run_finished(result, done, total)
-    except BaseException:
-        for item in running:
-            if item.process.poll() is None:
-                item.process.send_signal(signal.SIGTERM)
-        for item in running:
-            try:
-                item.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                item.process.kill()
-            item.log.close()
-        raise
-    outcome["pending"] = total - done

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from prednet_keras import runs
 from prednet_keras.cli.study import main as study_cli
-from prednet_keras.study import ray_executor, runner, spec_rules
+from prednet_keras.study import one_run, ray_executor, runner, spec_rules
 from prednet_keras.study.spec import SpecError, parse_spec
 from tests.reliability.faults import snapshot
 
@@ -368,7 +368,7 @@ def test_a_ray_retry_records_the_attempt_it_is(tmp_path):
     spec = parse_spec({"model": "autoencoder", "seeds": 1, "train": {"protocol": "quick", "images": 20},
                        "configurations": {"one-thread": {"threads": 1}}})
     (run,) = spec.planned_runs()
-    (tmp_path / runner.RUNS / run.configuration.name).mkdir(parents=True)
+    (tmp_path / one_run.RUNS / run.configuration.name).mkdir(parents=True)
     records = {0: {"checksum": "c0ffee", "ulp_checksum": "c0ffef"}}
     # Ray retries the task once (its worker died), then its training process is killed (the driver
     # retries), then Ray retries once more, and the run completes: attempts 1, 2, 3 and 4.
@@ -379,7 +379,7 @@ def test_a_ray_retry_records_the_attempt_it_is(tmp_path):
                           retries=2, max_in_flight=None)
     assert [r.status for r in outcome["done"]] == ["done"] and outcome["pending"] == 0
     assert fake.submitted == [1, 3]  # the driver's retry follows the attempt that ran, not the one it submitted
-    manifest = json.loads((runner.run_folder(tmp_path, run) / "manifest.json").read_text())
+    manifest = json.loads((one_run.run_folder(tmp_path, run) / "manifest.json").read_text())
     assert manifest["study"]["executor"]["attempt"] == 4
     assert any("training process killed by SIGKILL on fake (127.0.0.1); attempt 3 (retry 1 of 2)" in line
                for line in progress.lines), progress.lines

@@ -23,7 +23,7 @@ from click.testing import CliRunner  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from prednet_keras.cli.study import main as study_cli  # noqa: E402
-from prednet_keras.study import ray_executor, runner  # noqa: E402
+from prednet_keras.study import one_run, ray_executor, runner  # noqa: E402
 from prednet_keras.study.spec import parse_spec  # noqa: E402
 
 from .test_study_run import SPEC, final_runs, partial_runs, processes_writing_to, study_command  # noqa: E402
@@ -160,13 +160,13 @@ def test_every_run_exactly_once_despite_killed_workers_and_driver(ray_study):
         assert (path / "manifest.json").read_bytes() == data
     # The run whose Ray worker was killed ran (to the end) in another worker.
     worker_run = Path(ray_study["worker_run"])
-    final = worker_run.parent / worker_run.name.removeprefix(runner.PARTIAL)
+    final = worker_run.parent / worker_run.name.removeprefix(one_run.PARTIAL)
     assert json.loads((final / "manifest.json").read_text())["study"]["executor"]["worker_pid"] != \
         ray_study["ray_worker"]
     # Each manifest says which attempt made it: the second, for the two runs retried (by the driver, by Ray)
     # that finished before the driver was killed; the first, for a run the next invocation started again.
     for retried in (ray_study["killed_run"], ray_study["worker_run"]):
-        final = Path(retried).parent / Path(retried).name.removeprefix(runner.PARTIAL)
+        final = Path(retried).parent / Path(retried).name.removeprefix(one_run.PARTIAL)
         attempt = json.loads((final / "manifest.json").read_text())["study"]["executor"]["attempt"]
         finished_before = {p.resolve() for p in ray_study["finished_before"]}
         assert attempt == (2 if final.resolve() in finished_before else 1), (final, attempt)

@@ -24,7 +24,7 @@ def test_the_resume_hint_is_the_command_that_was_typed(monkeypatch, tmp_path):
 def test_the_quick_spec_fits_the_two_cores_it_is_written_for():
     spec = load_spec(resolve_spec_path("quick"))
     threads = sorted((c.runtime.get("threads") or 2 for c in spec.configurations), reverse=True)
-    assert sum(threads[:spec.workers]) <= 2  # runner._execute warns above the machine's cores
+    assert sum(threads[:spec.workers]) <= 2  # the local executor warns above the machine's cores
 
 
 def test_the_help_examples_name_specs_that_exist():
