@@ -15,6 +15,9 @@ from prednet_keras import PredNet
 
 from tests.layers.numpy_prednet import prednet_reference, random_weights
 
+# Slow (a process per backend): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 STACK, R_STACK, FILT, FRAME, NT = (3, 4, 8), (3, 6, 8), 3, (8, 16), 4
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BACKENDS = [b for b in ("tensorflow", "jax", "torch") if importlib.util.find_spec(b) is not None]

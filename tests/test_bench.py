@@ -8,6 +8,9 @@ from click.testing import CliRunner
 from prednet_keras import bench
 from prednet_keras.cli.bench import main as bench_main
 
+# Slow (benchmark processes): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 # Small enough for 2 CPU cores: 3 layers of 3/4/8 channels, 16x16 frames, 3-frame
 # sequences, 1 warm-up step and 2 timed steps per phase.
 TINY = ["--stack-sizes", "3,4,8", "--size", "16x16", "--nt", "3", "--steps", "2", "--warmup", "1", "--threads", "2"]

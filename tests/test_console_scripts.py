@@ -127,6 +127,7 @@ def test_prednet_study_plans_a_spec(tmp_path):
     assert "cpu" in result.stdout and not (tmp_path / "study").exists()
 
 
+@pytest.mark.slow
 def test_prednet_bench_measures_inference(tmp_path):
     result = run_script("prednet-bench", "--mode", "infer", "--size", "32x32", "--stack-sizes", "3,4", "--nt", "2",
                         "--batch-size", "1", "--steps", "2", "--warmup", "1", "--json", "bench.json", "-q",
@@ -136,6 +137,7 @@ def test_prednet_bench_measures_inference(tmp_path):
     assert "infer fps" in result.stdout and "frames/s" in result.stderr and figures
 
 
+@pytest.mark.slow
 def test_training_evaluation_study_and_bench_write_no_credentials(tmp_path):
     env = user_environment(**SECRETS)
     train = run_script("prednet-train", *TINY_TRAIN, "-o", "runs/tiny", cwd=tmp_path, env=env)
@@ -167,6 +169,7 @@ def test_training_evaluation_study_and_bench_write_no_credentials(tmp_path):
     "import prednet_keras.layers.chainer",
     "import prednet_keras.bench",
 ])
+@pytest.mark.slow
 def test_every_serializable_is_registered_whoever_imports_keras(first):
     # JAX imports fastest; the registration does not depend on the backend.
     probe = (f"{first}\nimport keras\n"

@@ -10,6 +10,9 @@ from click.testing import CliRunner
 from prednet_keras import profiling
 from prednet_keras.cli.bench import main as bench_main
 
+# Slow (profiled benchmark processes): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 
 def _trace(events, names):
     """A Chrome trace: process/thread names as metadata events, then the complete (X) events."""

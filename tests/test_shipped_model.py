@@ -16,6 +16,9 @@ from prednet_keras.evaluate import load_sequences
 
 from tests.test_backends import BACKENDS, ROOT, run_on
 
+# Slow (the 128x160 shipped model on the held-out clip, and a torch process): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 RUN = prednet_keras.pretrained.path("prednet-embedded")
 MODEL = os.path.join(RUN, "model.keras")
 # Scored on the H200 with JAX when it was trained, and again here with TensorFlow (weights/README.md).

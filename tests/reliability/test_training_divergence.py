@@ -9,6 +9,10 @@ import numpy as np
 
 from tests.reliability.test_training_full_disk import snapshot
 from tests.train.conftest import TINY, moving_squares
+import pytest
+
+# Slow (a real prednet-train run): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 

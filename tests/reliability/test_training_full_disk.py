@@ -21,6 +21,9 @@ import pytest
 
 from tests.train.conftest import TINY, moving_squares
 
+# Slow (real prednet-train runs on a full disk): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -9,6 +9,9 @@ from prednet_keras.runtime import NOT_AVAILABLE, RuntimeConfig
 
 from tests.runtime._helpers import gpu_may_exist, installed, ok, run_tasks
 
+# Slow (a configured process per backend): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 CONFIGS = {
     "tf_forced": RuntimeConfig(backend="tensorflow", threads=1, deterministic=True, tf32=False, onednn=False),
     "tf_free": RuntimeConfig(backend="tensorflow", threads=2, interop_threads=1, onednn=True),

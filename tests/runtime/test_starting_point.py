@@ -228,6 +228,7 @@ def children(tmp_path_factory):
     return results
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["conv_dense", "prednet"])
 def test_initial_weights_identical_across_backends(children, model):
     expected = children["files"][model]
@@ -247,6 +248,7 @@ def test_initial_weights_identical_across_backends(children, model):
     assert len(set(seen.values())) == 1, seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tensorflow", "jax", "torch"])
 def test_deterministic_repeats_are_bit_identical(children, backend):
     if f"train_{backend}_1" not in children:

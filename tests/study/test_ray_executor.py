@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# Slow (a Ray cluster and real study runs): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 # Before Ray is imported (it reads them then): loopback only, no usage statistics.
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")

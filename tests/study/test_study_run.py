@@ -16,6 +16,9 @@ from prednet_keras.cli.study import main as study_cli
 from prednet_keras.study import runner
 from prednet_keras.study.spec import SpecError, load_spec
 
+# Slow (real studies in subprocesses): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 # 2 configurations x 3 seeds x 2 replicates of a tiny autoencoder protocol.
 SPEC = """
 name = "tiny"

@@ -11,6 +11,9 @@ import pytest
 from tests.study_models import backend_task
 from tests.study_models import numpy_chainer as ref
 
+# Slow (a process per backend): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OTHERS = [b for b in ("jax", "torch") if importlib.util.find_spec(b) is not None]
 STACK, R_STACK, FRAME = (3, 4), (3, 5), (8, 8)

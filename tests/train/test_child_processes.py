@@ -108,6 +108,7 @@ def test_every_child_process_is_started_by_the_one_helper():
 # -- a training process and its run folder ---------------------------------------
 
 
+@pytest.mark.slow
 def test_killing_prednet_train_stops_its_training_process_and_a_second_writer_is_refused(tiny_npz, tmp_path):
     folder = tmp_path / "run"
     log = open(tmp_path / "log.txt", "w")

@@ -9,6 +9,9 @@ from click.testing import CliRunner
 
 from prednet_keras.cli.eval import main as eval_main
 
+# Slow (a trained run and prednet-eval in subprocesses): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 
 def _invoke(args):
     return CliRunner().invoke(eval_main, [str(a) for a in args])

@@ -116,6 +116,7 @@ def test_overwrite_refused_before_it_starts_keeps_the_old_run(copy_of_run, tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
+@pytest.mark.slow
 def test_overwrite_whose_new_run_fails_before_its_first_epoch_keeps_the_old_run(copy_of_run, tmp_path):
     bad = tmp_path / "frames.npz"
     bad.write_text("not an archive")
@@ -130,6 +131,7 @@ def test_overwrite_whose_new_run_fails_before_its_first_epoch_keeps_the_old_run(
     assert sorted(p.name for p in tmp_path.iterdir()) == [".prednet-locks", "frames.npz", "run"]
 
 
+@pytest.mark.slow
 def test_new_run_failing_in_an_empty_folder_leaves_it_empty(tmp_path):
     bad = tmp_path / "frames.npz"
     bad.write_text("not an archive")
@@ -217,6 +219,7 @@ def _key_paths(value, prefix=()):
             yield from _key_paths(item, prefix + (key,))
 
 
+@pytest.mark.slow
 def test_resume_with_more_epochs_keeps_every_manifest_field(copy_of_run):
     before = json.loads((copy_of_run / "manifest.json").read_text())
     assert before["result"]["weights_checksum"] and before["result"]["model_weights_checksum"]

@@ -46,6 +46,7 @@ def test_prednet_eval_refuses_a_model_that_is_not_the_one_its_run_recorded(copy_
     assert "Traceback" not in result.output and not (copy_of_run / "eval").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recorded", ["file", "weights"])
 def test_resume_refuses_a_checkpoint_that_is_not_the_one_its_run_recorded(copy_of_run, capfd, recorded):
     checkpoint = next((copy_of_run / "checkpoints").iterdir())

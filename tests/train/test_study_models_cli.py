@@ -14,6 +14,9 @@ from prednet_keras.cli.train import main as train_main
 from prednet_keras.starting_point import read_initial_weights
 from tests.train.conftest import moving_squares, train
 
+# Slow (real prednet-train runs of the study models): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 RUN_FILES = {"manifest.json", "history.csv", "model.keras", "initial_weights.h5", "loss.png"}
 
 

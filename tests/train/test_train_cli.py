@@ -13,6 +13,9 @@ from prednet_keras.starting_point import read_initial_weights
 from prednet_keras.cli.train import main as train_main
 from tests.train.conftest import TINY, train
 
+# Slow (real prednet-train runs in subprocesses): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
+
 
 def _history(folder):
     return runs.RunFolder(folder).read_history()

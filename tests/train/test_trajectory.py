@@ -11,6 +11,10 @@ from prednet_keras import runs
 from prednet_keras.runtime import RuntimeConfig
 from prednet_keras.train import TrainConfig
 from tests.train.conftest import train
+import pytest
+
+# Slow (real prednet-train runs, killed and resumed): in the full suite, not in the fast loop (pytest -m "not slow").
+pytestmark = pytest.mark.slow
 
 OPTIONS = dict(stack_sizes=(3, 4, 8), nt=4, batch_size=2, steps_per_epoch=2, epochs=2, val_sequences=4,
                val_fraction=0.25)
