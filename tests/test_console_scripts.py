@@ -199,3 +199,14 @@ def test_prednet_train_parent_never_imports_a_framework(tmp_path, monkeypatch):
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=user_environment(),
                             capture_output=True, text=True, timeout=120)
     assert "FRAMEWORKS []" in result.stdout, result.stdout + result.stderr
+
+
+def test_verbose_shows_the_framework_start_up_that_is_otherwise_hidden(tmp_path):
+    quiet = run_script("prednet-env", "--json", cwd=tmp_path)
+    loud = run_script("prednet-env", "-v", "--json", cwd=tmp_path)
+    assert quiet.returncode == loud.returncode == 0
+    assert not [line for line in quiet.stderr.splitlines() if _framework_import.is_chatter(line)]
+    from prednet_keras import _backend_choice
+
+    if _backend_choice.default_backend() == "tensorflow":  # the backend that prints at start-up
+        assert [line for line in loud.stderr.splitlines() if _framework_import.is_chatter(line)], loud.stderr

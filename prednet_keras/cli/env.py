@@ -12,7 +12,7 @@ import tempfile
 
 import click
 
-from prednet_keras import childproc, runtime
+from prednet_keras import _framework_import, childproc, runtime
 from prednet_keras.cli.options import runtime_config, runtime_options
 
 # The settings shown side by side, in this order.
@@ -52,6 +52,9 @@ def probe(config, timeout=600):
             raise runtime.RuntimeSetupError(str(error)) from None
         except Exception as error:
             raise runtime.RuntimeSetupError(f"The configured child process did not finish: {error}") from None
+        if _framework_import.verbose() and completed.stderr:
+            # -v: what the child's framework printed while it started, which the report itself leaves out.
+            sys.stderr.write(completed.stderr)
         if not os.path.exists(result_path):
             tail = "\n".join((completed.stderr or completed.stdout or "").strip().splitlines()[-15:])
             raise runtime.RuntimeSetupError(
