@@ -78,8 +78,10 @@ class WeightedError(keras.layers.Layer):
 
     def __init__(self, layer_weights, time_weights, **kwargs):
         super().__init__(**kwargs)
-        self.layer_weights = [float(w) for w in layer_weights]
-        self.time_weights = [float(w) for w in time_weights]
+        # Tuples of Python floats: Keras would wrap lists in TrackedList, which
+        # torch.compile cannot convert to a tensor.
+        self.layer_weights = tuple(float(w) for w in layer_weights)
+        self.time_weights = tuple(float(w) for w in time_weights)
 
     def build(self, input_shape):
         if len(input_shape) != 3:
@@ -91,8 +93,8 @@ class WeightedError(keras.layers.Layer):
             raise ValueError(f"{len(self.time_weights)} time weights for {steps} time steps.")
 
     def call(self, errors):
-        layer_weights = ops.convert_to_tensor(self.layer_weights, dtype=errors.dtype)
-        time_weights = ops.convert_to_tensor(self.time_weights, dtype=errors.dtype)
+        layer_weights = _constant_vector(self.layer_weights, errors.dtype)
+        time_weights = _constant_vector(self.time_weights, errors.dtype)
         per_step = ops.sum(errors * layer_weights, axis=-1)  # (batch, time)
         return ops.sum(per_step * time_weights, axis=-1, keepdims=True)
 
@@ -101,8 +103,18 @@ class WeightedError(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(layer_weights=self.layer_weights, time_weights=self.time_weights)
+        config.update(layer_weights=list(self.layer_weights), time_weights=list(self.time_weights))
         return config
+
+
+def _constant_vector(values, dtype):
+    """A 1-D tensor of Python floats, built from scalars.
+
+    Not ops.convert_to_tensor(list): Keras' torch backend converts a list
+    through NumPy, which torch.compile cannot trace (a graph break at every
+    step). The values are the same: each float rounded once to `dtype`.
+    """
+    return ops.stack([ops.full((), value, dtype=dtype) for value in values])
 
 
 def build_training_model(

@@ -27,13 +27,16 @@ Deliberate differences from the Keras 2 code (numerically equivalent):
   wrapper transposes inputs and image outputs, so users see channels_first
   tensors; the states (`return_state`, `stateful`) are kept channels_last.
 - the extrapolation step counter is a per-sample state of shape (batch, 1)
-  rather than a scalar.
+  rather than a scalar;
+- the time loop calls the cell's `call` directly (PredNet.inner_loop), so that
+  torch.compile can trace it.
 """
 
 import re
 
 import keras
 from keras import ops
+from keras.src import backend as _keras_backend
 
 __all__ = ["PredNet", "PredNetCell", "keras2_hard_sigmoid"]
 
@@ -440,6 +443,35 @@ class PredNet(keras.layers.RNN):
         )
         self.data_format = data_format
         self.input_spec = keras.layers.InputSpec(ndim=5)
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        # As keras.layers.RNN's, except that each time step runs the cell's `call`
+        # rather than `cell(...)`: Layer.__call__ would convert and check the inputs,
+        # open scopes and bind the call signature at every step, which this layer's
+        # own __call__ has done once for the sequence. That bookkeeping is Python that
+        # torch.compile cannot trace (a graph break and a recompilation per step) and
+        # that costs eager backends time; the operations computed are the same.
+        def step(inputs, states):
+            if self.stateful and keras.backend.backend() == "torch":
+                # Copies, as Keras' RNN makes: in-place updates of the state variables
+                # would otherwise break autograd.
+                states = [ops.copy(state) for state in states]
+            # The cell's name scope, as its __call__ would open: TensorFlow names the
+            # operations after it, and its gradient summation order follows the names.
+            with keras.name_scope(self.cell.name, caller=self.cell):
+                return self.cell.call(inputs, states, training=training)
+
+        return _keras_backend.rnn(
+            step,
+            sequences,
+            list(initial_state),
+            go_backwards=self.go_backwards,
+            mask=mask,
+            unroll=self.unroll,
+            input_length=sequences.shape[1],
+            zero_output_for_mask=self.zero_output_for_mask,
+            return_all_outputs=self.return_sequences,
+        )
 
     def _to_channels_last_shape(self, shape):
         shape = tuple(shape)
