@@ -129,8 +129,9 @@ class RuntimeConfig:
         strict: when True an unsupported setting is an error; when False it is
             recorded as "not available" and the run goes on.
         xla: the `jit_compile` the training code should pass to Keras (XLA on
-            TensorFlow, one jitted step on JAX); None lets Keras choose, except that
-            deterministic TensorFlow runs get False.
+            TensorFlow, one jitted step on JAX, torch.compile of the step on torch);
+            None lets Keras choose, except that deterministic TensorFlow runs get
+            False and torch runs eager.
     """
 
     backend: str = "tensorflow"
@@ -249,8 +250,6 @@ def unsupported_settings(config, available_cpus=None):
                     f"JAX threads are set by pinning the process to CPUs; only {cpus} "
                     f"CPU(s) are available, {config.threads} requested."
                 )
-    if config.xla and backend == "torch":
-        problems["xla"] = "Keras on torch has no XLA (jit_compile=True there means torch.compile)."
     if config.xla and config.deterministic and backend == "tensorflow":
         problems["xla"] = (
             "XLA with TensorFlow op determinism: not every op is deterministic under XLA "
@@ -280,6 +279,7 @@ def _jit_compile_for(config, problems):
     if config.backend == "tensorflow" and config.deterministic:
         return False
     if config.backend == "torch":
+        # Keras' own choice too: torch.compile only when asked for.
         return False
     return "auto"
 

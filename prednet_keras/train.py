@@ -33,7 +33,7 @@ import keras
 import numpy as np
 
 from prednet_keras._options import OptionsRecord
-from prednet_keras import runs
+from prednet_keras import runs, torch_compile
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.models import build_training_model, layer_loss_weights_for, time_loss_weights_for
 from prednet_keras.trajectory import FILE as TRAJECTORY_FILE
@@ -778,6 +778,9 @@ def build_model(config, frame_shape, jit_compile):
         metrics=[LastBatchLoss()],
         jit_compile=jit_compile,
     )
+    if jit_compile is True:
+        # torch.compile would otherwise compile the whole step a second time (see torch_compile).
+        torch_compile.settle_gradients(model)
     return model, kwargs
 
 

@@ -1,7 +1,7 @@
 """The runtime options every command that starts a framework takes, declared once.
 
     @runtime_options()                      --backend --device --threads --deterministic
-                                            --cudnn --tf32 --onednn --xla -v
+                                            --cudnn --tf32 --onednn --xla (--jit-compile) -v
     config = runtime_config(options)        a runtime.RuntimeConfig (default backend filled in,
                                             a missing backend named with its pip install)
 """
@@ -62,9 +62,10 @@ def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu"):
                      help="TensorFloat-32 convolutions and matrix products on NVIDIA GPUs [default: the framework's]."),
         click.option("--onednn/--no-onednn", default=None,
                      help="oneDNN CPU kernels, TensorFlow and torch [default: the framework's]."),
-        click.option("--xla/--no-xla", default=None,
-                     help="XLA compilation (jit_compile) [default: off for TensorFlow on CPU, where it is slower; "
-                          "Keras' choice elsewhere]."),
+        click.option("--xla/--no-xla", "--jit-compile/--no-jit-compile", "xla", default=None,
+                     help="Compile the training step (Keras' jit_compile): XLA on TensorFlow and JAX, torch.compile "
+                          "on torch [default: off for TensorFlow on CPU, where it is slower, and on torch; Keras' "
+                          "choice elsewhere]."),
     ]
 
     def decorate(command):
