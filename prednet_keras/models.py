@@ -71,12 +71,17 @@ class WeightedError(keras.layers.Layer):
     """Collapses PredNet errors (batch, time, layers) to (batch, 1):
     `sum_t time_weights[t] * sum_l layer_weights[l] * errors[:, t, l]`.
 
+    It computes in float32 whatever the global dtype policy (unless given
+    another `dtype`): its output is the training loss, and under a mixed
+    policy it would otherwise be rounded to 8 significant bits.
+
     Args:
         layer_weights: one weight per PredNet layer.
         time_weights: one weight per time step.
     """
 
     def __init__(self, layer_weights, time_weights, **kwargs):
+        kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         # Tuples of Python floats: Keras would wrap lists in TrackedList, which
         # torch.compile cannot convert to a tensor.
