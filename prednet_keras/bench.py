@@ -747,7 +747,7 @@ def table_rows(results):
         model = config["model"] if config["model"] != "autoencoder" else f"autoencoder-{config['autoencoder']}"
         rows.append({
             "model": model,
-            "backend": result["runtime"]["requested"]["backend"],
+            "backend": _backend_text(result["runtime"]),
             "device": device,
             "batch": str(config["batch_size"]),
             "size": f"{config['size'][0]}x{config['size'][1]}",
@@ -759,6 +759,16 @@ def table_rows(results):
             "peak memory": _peak_text(result),
         })
     return rows
+
+
+def _backend_text(runtime):
+    """The backend, with what changes its arithmetic: torch.compile, a mixed precision."""
+    requested = runtime["requested"]
+    text = requested["backend"]
+    if text == "torch" and runtime.get("jit_compile_used") is True:
+        text += " compiled"
+    precision = (runtime.get("effective") or {}).get("precision") or requested.get("precision") or "float32"
+    return text if precision == "float32" else f"{text} {precision}"
 
 
 def format_table(results):

@@ -182,7 +182,8 @@ def _walk_layers(model):
             yield from _walk_layers(layer)
 
 
-def build_prediction_model(source, nt=None, output_mode="prediction", extrap_start_time=None, frame_shape=None):
+def build_prediction_model(source, nt=None, output_mode="prediction", extrap_start_time=None, frame_shape=None,
+                           dtype=None):
     """A model that runs a trained PredNet in another output mode (default: frame predictions).
 
     As in kitti_evaluate.py: a new PredNet with the same configuration and
@@ -194,6 +195,8 @@ def build_prediction_model(source, nt=None, output_mode="prediction", extrap_sta
         output_mode: any PredNet output mode.
         extrap_start_time: feed predictions back from this step on (None: off).
         frame_shape: (H, W, C) in the layer's data format; default the source's.
+        dtype: the new layer's dtype policy (e.g. "float32", "mixed_bfloat16");
+            default the source layer's. The weights are float32 under both.
     """
     layer = find_prednet(source)
     if not layer.built:
@@ -207,6 +210,8 @@ def build_prediction_model(source, nt=None, output_mode="prediction", extrap_sta
         stateful=False,
     )
     config.pop("name", None)
+    if dtype is not None:
+        config["dtype"] = dtype
     new_layer = PredNet(**config)
     source_shape = _source_input_shape(source)
     if frame_shape is None:

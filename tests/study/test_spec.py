@@ -31,7 +31,7 @@ def test_a_spec_plans_every_seed_replicate_and_configuration():
     # Runtime defaults filled in, validated by RuntimeConfig.
     assert spec.configuration("a").runtime == {
         "backend": "tensorflow", "device": "cpu", "threads": 1, "deterministic": True, "cudnn": True,
-        "tf32": None, "onednn": None, "strict": True, "xla": None, "interop_threads": None,
+        "tf32": None, "onednn": None, "strict": True, "xla": None, "interop_threads": None, "precision": "float32",
     }
     # [train] resolved by the model's config class; the runner owns seed and weights.
     assert spec.train["images"] == 20 and spec.train["autoencoder"] == "conv"
@@ -115,6 +115,8 @@ def test_chainer_arm_factors_are_configuration_settings():
         ({"configurations": {"a": {"threads": 1}, "b": {"threads": 1}}}, "configurations a and b are the same arm"),
         ({"configurations": {"a b": {}}}, "configuration name 'a b'"),
         ({"runtime": {"gpu": True}}, "[runtime]: unknown key gpu"),
+        ({"configurations": {"a": {"precision": "float16"}}}, "Unknown precision 'float16'"),
+        ({"configurations": {"a": {"precision": "mixed_bfloat16"}}}, "precision mixed_bfloat16 is for model prednet only"),
         ({"report": {"colour": 1}}, "[report]: unknown key colour"),
     ],
 )
@@ -303,3 +305,23 @@ def test_a_study_run_before_a_train_option_existed_resumes_with_that_options_old
     augmented.write_text(path.read_text().replace("unroll = false", "unroll = false\naugment = [\"flip\"]"))
     with pytest.raises(SpecError, match=r"another \[train\] augment"):
         runner._check_compatible(recorded, load_spec(augmented), tmp_path)
+
+
+def test_precision_is_a_configuration_key_and_older_studies_had_float32(tmp_path):
+    import json
+    from pathlib import Path
+
+    from prednet_keras.study import runner
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "study" / "lotter-prednet.toml"
+    spec = load_spec(path)
+    assert {c.runtime["precision"] for c in spec.configurations} == {"float32"}
+    # Configurations recorded before `precision` existed ran in float32: the same arms.
+    recorded = json.loads(json.dumps(spec.to_dict()))
+    for config in recorded["configurations"]:
+        del config["runtime"]["precision"]
+    runner._check_compatible(recorded, spec, tmp_path)
+    name = spec.configurations[0].name
+    bf16 = tmp_path / "bf16.toml"
+    bf16.write_text(path.read_text() + f'\n[configurations.{name}-bf16]\nprecision = "mixed_bfloat16"\n')
+    assert load_spec(bf16).configuration(f"{name}-bf16").runtime["precision"] == "mixed_bfloat16"
