@@ -22,6 +22,10 @@ compile) are left out: frames/s = batch * nt * steps / (time of the later steps)
 The input is synthetic: uniform random frames in [0, 1] drawn with numpy from a
 seed, already in memory, so no data pipeline is measured.
 
+With the torch backend and jit_compile=True (`--jit-compile`), Keras' training step runs
+through torch.compile; each phase records how many graphs TorchDynamo had compiled before
+it, after its warm-up and after its timed steps, so a recompilation during timing shows.
+
 Peak memory: the process's host RSS peak (`resource.getrusage`, over the whole
 process up to the end of the phase) and, on a GPU, the framework's peak device
 memory (jax `memory_stats()['peak_bytes_in_use']` over the process;
@@ -40,6 +44,7 @@ import sys
 import tempfile
 import time
 
+from prednet_keras import torch_compile
 from prednet_keras._options import OptionsRecord
 
 __all__ = [
@@ -486,6 +491,7 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
 
     warmup_seconds, step_seconds = [], []
     last = [time.perf_counter()]
+    graphs = {"before": torch_compile.compiled_graphs()}
 
     def on_step():
         now = time.perf_counter()
@@ -493,11 +499,14 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
         if len(warmup_seconds) < config.warmup:
             warmup_seconds.append(seconds)
             _say(progress, f"{phase} warm-up step {len(warmup_seconds)}/{config.warmup}: {seconds:.3f} s")
+            if len(warmup_seconds) == config.warmup:
+                graphs["after_warmup"] = torch_compile.compiled_graphs()
         else:
             step_seconds.append(seconds)
             _say(progress, f"{phase} step {len(step_seconds)}/{config.steps}: {seconds * 1000:.1f} ms")
 
     runner.run(config.warmup + config.steps, on_step)
+    graphs["after_timed_steps"] = torch_compile.compiled_graphs()
     frames = runner.frames_per_step * config.steps
     profile = None if profile_dir is None else _profile(runner, config, phase, profile_dir, progress)
     return {
@@ -512,6 +521,9 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
         "build_seconds": round(build_seconds, 3),
         "parameters": runner.parameters,
         "what": runner.notes,
+        # torch only: graphs torch.compile had made before the phase, after its warm-up and after its timed
+        # steps; a timed step that compiled would show as a difference between the last two.
+        **({"torch_compiled_graphs": graphs} if graphs["before"] is not None else {}),
         **({"profile": profile} if profile else {}),
     }
 
@@ -748,7 +760,7 @@ def table_rows(results):
         model = config["model"] if config["model"] != "autoencoder" else f"autoencoder-{config['autoencoder']}"
         rows.append({
             "model": model,
-            "backend": result["runtime"]["requested"]["backend"],
+            "backend": _backend_text(result["runtime"]),
             "device": device,
             "batch": str(config["batch_size"]),
             "size": f"{config['size'][0]}x{config['size'][1]}",
@@ -760,6 +772,16 @@ def table_rows(results):
             "peak memory": _peak_text(result),
         })
     return rows
+
+
+def _backend_text(runtime):
+    """The backend, with what changes its arithmetic: torch.compile, a mixed precision."""
+    requested = runtime["requested"]
+    text = requested["backend"]
+    if text == "torch" and runtime.get("jit_compile_used") is True:
+        text += " compiled"
+    precision = (runtime.get("effective") or {}).get("precision") or requested.get("precision") or "float32"
+    return text if precision == "float32" else f"{text} {precision}"
 
 
 def format_table(results):

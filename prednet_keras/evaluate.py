@@ -183,7 +183,7 @@ def model_geometry(model):
     return shape[1], tuple(shape[2:])
 
 
-def predict(model, X, nt=None, extrap_start=None, batch_size=8, jit_compile=None):
+def predict(model, X, nt=None, extrap_start=None, batch_size=8, jit_compile=None, precision=None):
     """Frame predictions of a trained model for sequences X.
 
     Args:
@@ -194,6 +194,8 @@ def predict(model, X, nt=None, extrap_start=None, batch_size=8, jit_compile=None
         batch_size: sequences per forward pass.
         jit_compile: Keras' jit_compile; None: off on TensorFlow (its CPU
             kernels are faster than XLA for PredNet), Keras' choice elsewhere.
+        precision: dtype policy of the prediction model ("float32",
+            "mixed_bfloat16"); None: the trained layer's own.
 
     Returns:
         Xhat, same shape as X: Xhat[:, t] is the prediction of frame t.
@@ -206,8 +208,11 @@ def predict(model, X, nt=None, extrap_start=None, batch_size=8, jit_compile=None
     if extrap_start is not None and not 0 < extrap_start < nt:
         raise EvalError(f"--extrap-start must be between 1 and nt - 1 = {nt - 1}, got {extrap_start}.")
     if _is_chainer_prediction_model(model):
+        if precision not in (None, "float32"):
+            raise EvalError(f"--precision {precision} is for Lotter PredNet models only, not the Chainer PredNet.")
         return _predict_chainer(model, X, extrap_start, batch_size, jit_compile)
-    predictor = build_prediction_model(model, nt=nt, extrap_start_time=extrap_start, frame_shape=X.shape[2:])
+    predictor = build_prediction_model(model, nt=nt, extrap_start_time=extrap_start, frame_shape=X.shape[2:],
+                                       dtype=precision)
     if jit_compile is None:
         jit_compile = False if keras.backend.backend() == "tensorflow" else "auto"
     predictor.compile(jit_compile=jit_compile)

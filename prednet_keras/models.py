@@ -42,15 +42,22 @@ class WeightedError(keras.layers.Layer):
     """Collapses PredNet errors (batch, time, layers) to (batch, 1):
     `sum_t time_weights[t] * sum_l layer_weights[l] * errors[:, t, l]`.
 
+    It computes in float32 whatever the global dtype policy (unless given
+    another `dtype`): its output is the training loss, and under a mixed
+    policy it would otherwise be rounded to 8 significant bits.
+
     Args:
         layer_weights: one weight per PredNet layer.
         time_weights: one weight per time step.
     """
 
     def __init__(self, layer_weights, time_weights, **kwargs):
+        kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
-        self.layer_weights = [float(w) for w in layer_weights]
-        self.time_weights = [float(w) for w in time_weights]
+        # Tuples of Python floats: Keras would wrap lists in TrackedList, which
+        # torch.compile cannot convert to a tensor.
+        self.layer_weights = tuple(float(w) for w in layer_weights)
+        self.time_weights = tuple(float(w) for w in time_weights)
 
     def build(self, input_shape):
         if len(input_shape) != 3:
@@ -62,8 +69,8 @@ class WeightedError(keras.layers.Layer):
             raise ValueError(f"{len(self.time_weights)} time weights for {steps} time steps.")
 
     def call(self, errors):
-        layer_weights = ops.convert_to_tensor(self.layer_weights, dtype=errors.dtype)
-        time_weights = ops.convert_to_tensor(self.time_weights, dtype=errors.dtype)
+        layer_weights = _constant_vector(self.layer_weights, errors.dtype)
+        time_weights = _constant_vector(self.time_weights, errors.dtype)
         per_step = ops.sum(errors * layer_weights, axis=-1)  # (batch, time)
         return ops.sum(per_step * time_weights, axis=-1, keepdims=True)
 
@@ -72,8 +79,18 @@ class WeightedError(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(layer_weights=self.layer_weights, time_weights=self.time_weights)
+        config.update(layer_weights=list(self.layer_weights), time_weights=list(self.time_weights))
         return config
+
+
+def _constant_vector(values, dtype):
+    """A 1-D tensor of Python floats, built from scalars.
+
+    Not ops.convert_to_tensor(list): Keras' torch backend converts a list
+    through NumPy, which torch.compile cannot trace (a graph break at every
+    step). The values are the same: each float rounded once to `dtype`.
+    """
+    return ops.stack([ops.full((), value, dtype=dtype) for value in values])
 
 
 def build_training_model(
@@ -136,7 +153,8 @@ def _walk_layers(model):
             yield from _walk_layers(layer)
 
 
-def build_prediction_model(source, nt=None, output_mode="prediction", extrap_start_time=None, frame_shape=None):
+def build_prediction_model(source, nt=None, output_mode="prediction", extrap_start_time=None, frame_shape=None,
+                           dtype=None):
     """A model that runs a trained PredNet in another output mode (default: frame predictions).
 
     As in kitti_evaluate.py: a new PredNet with the same configuration and
@@ -148,6 +166,8 @@ def build_prediction_model(source, nt=None, output_mode="prediction", extrap_sta
         output_mode: any PredNet output mode.
         extrap_start_time: feed predictions back from this step on (None: off).
         frame_shape: (H, W, C) in the layer's data format; default the source's.
+        dtype: the new layer's dtype policy (e.g. "float32", "mixed_bfloat16");
+            default the source layer's. The weights are float32 under both.
     """
     layer = find_prednet(source)
     if not layer.built:
@@ -161,6 +181,8 @@ def build_prediction_model(source, nt=None, output_mode="prediction", extrap_sta
         stateful=False,
     )
     config.pop("name", None)
+    if dtype is not None:
+        config["dtype"] = dtype
     new_layer = PredNet(**config)
     source_shape = _source_input_shape(source)
     if frame_shape is None:

@@ -1,5 +1,5 @@
-"""Run set-up: backend, device, CPU threads, determinism, cuDNN, TF32, oneDNN and XLA,
-applied before the framework starts, read back afterwards, and recorded.
+"""Run set-up: backend, device, CPU threads, determinism, cuDNN, TF32, oneDNN, XLA and the
+numeric precision, applied before the framework starts, read back afterwards, and recorded.
 
 Most of these switches are fixed when a framework is imported or first touches a
 device, so a process can be configured once. The intended use is one process per
@@ -41,6 +41,7 @@ __all__ = [
     "configure_from_environment",
     "environment_for",
     "fingerprint",
+    "precision_problem",
     "read_back",
     "record",
     "relevant_environment",
@@ -51,6 +52,10 @@ __all__ = [
 
 BACKENDS = ("tensorflow", "jax", "torch")
 NOT_AVAILABLE = "not available"
+# Keras dtype policies a run may ask for: float32 throughout, or float32 variables with
+# bfloat16 convolutions (PredNet keeps its states, errors and loss in float32; see
+# layers/lotter.py).
+PRECISIONS = ("float32", "mixed_bfloat16")
 
 # The environment variable through which a parent hands its RuntimeConfig to a child.
 CONFIG_ENV = "PREDNET_RUNTIME_CONFIG"
@@ -127,8 +132,14 @@ class RuntimeConfig:
         strict: when True an unsupported setting is an error; when False it is
             recorded as "not available" and the run goes on.
         xla: the `jit_compile` the training code should pass to Keras (XLA on
-            TensorFlow, one jitted step on JAX); None lets Keras choose, except that
-            deterministic TensorFlow runs get False.
+            TensorFlow, one jitted step on JAX, torch.compile of the step on torch);
+            None lets Keras choose, except that deterministic TensorFlow runs get
+            False and torch runs eager.
+        precision: the Keras dtype policy of every layer built in the process:
+            "float32", or "mixed_bfloat16" (float32 weights, bfloat16 compute). Set
+            in-process by `configure`, after a check that this backend and device
+            can run bfloat16 convolutions. Independent of `tf32`, which says how
+            float32 convolutions and products run on NVIDIA GPUs.
     """
 
     backend: str = "tensorflow"
@@ -141,6 +152,7 @@ class RuntimeConfig:
     strict: bool = True
     xla: bool | None = None
     interop_threads: int | None = None
+    precision: str = "float32"
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -167,6 +179,8 @@ class RuntimeConfig:
         for name in ("tf32", "onednn", "xla"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
                 raise ValueError(f"`{name}` must be True, False or None, got {getattr(self, name)!r}.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"Unknown precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}.")
 
     @property
     def device_kind(self):
@@ -247,8 +261,6 @@ def unsupported_settings(config, available_cpus=None):
                     f"JAX threads are set by pinning the process to CPUs; only {cpus} "
                     f"CPU(s) are available, {config.threads} requested."
                 )
-    if config.xla and backend == "torch":
-        problems["xla"] = "Keras on torch has no XLA (jit_compile=True there means torch.compile)."
     if config.xla and config.deterministic and backend == "tensorflow":
         problems["xla"] = (
             "XLA with TensorFlow op determinism: not every op is deterministic under XLA "
@@ -278,6 +290,7 @@ def _jit_compile_for(config, problems):
     if config.backend == "tensorflow" and config.deterministic:
         return False
     if config.backend == "torch":
+        # Keras' own choice too: torch.compile only when asked for.
         return False
     return "auto"
 
@@ -564,6 +577,95 @@ def _apply_jax(config):
         )
 
 
+def _apply_precision(keras, config):
+    """Sets the Keras dtype policy of `config`; returns why it cannot run here, or None.
+
+    The policy is always set, float32 included, so that a policy left over in the
+    process cannot change a float32 run. When bfloat16 cannot run, the policy goes
+    back to float32.
+    """
+    keras.config.set_dtype_policy(config.precision)
+    problem = precision_problem(config.precision, config.device_kind)
+    if problem is None:
+        return None
+    keras.config.set_dtype_policy("float32")
+    return f"precision {config.precision} is not available on {config.backend} / {config.device}: {problem}."
+
+
+def precision_problem(precision, device_kind=None):
+    """Why `precision` cannot run on this process's Keras backend and device, or None.
+
+    bfloat16 is tried for real: a convolution on the backend's default device must
+    return bfloat16; a GPU must also have bfloat16 arithmetic (compute capability
+    8.0 or newer). Imports Keras.
+
+    Args:
+        precision: one of PRECISIONS.
+        device_kind: "cpu" or "gpu"; None: read back from the backend.
+    """
+    if precision == "float32":
+        return None
+    keras = importlib.import_module("keras")
+    backend = keras.backend.backend()
+    if (device_kind or read_back()["device"]) == "gpu":
+        problem = _bf16_gpu_problem(backend)
+        if problem is not None:
+            return problem
+    try:
+        ops = keras.ops
+        x = ops.ones((1, 4, 4, 2), dtype="bfloat16")
+        y = ops.conv(x, ops.ones((3, 3, 2, 2), dtype="bfloat16"), padding="same")
+        got = keras.backend.standardize_dtype(y.dtype)
+    except Exception as error:  # the backend's own refusal, whatever its type
+        return f"a bfloat16 convolution failed: {type(error).__name__}: {' '.join(str(error).split())[:300]}"
+    return None if got == "bfloat16" else f"a bfloat16 convolution returned {got}"
+
+
+def _bf16_gpu_problem(backend):
+    """Why the GPU cannot compute in bfloat16 (compute capability below 8.0), or None."""
+    capability = _gpu_capability(backend)
+    if capability is not None and capability < (8, 0):
+        return (
+            f"the GPU has compute capability {capability[0]}.{capability[1]}; bfloat16 arithmetic needs 8.0 "
+            "(Ampere) or newer"
+        )
+    return None
+
+
+def _gpu_capability(backend):
+    """(major, minor) of the first GPU the backend uses, or None when it does not say."""
+    try:
+        if backend == "torch":
+            import torch
+
+            return tuple(torch.cuda.get_device_capability(0))
+        if backend == "jax":
+            import jax
+
+            text = getattr(jax.devices()[0], "compute_capability", None)
+            return tuple(int(v) for v in str(text).split(".")[:2]) if text else None
+        if backend == "tensorflow":
+            import tensorflow as tf
+
+            details = tf.config.experimental.get_device_details(tf.config.get_visible_devices("GPU")[0])
+            return tuple(details["compute_capability"]) if details.get("compute_capability") else None
+    except Exception:  # no such device information: the convolution probe decides
+        return None
+    return None
+
+
+def _bf16_support(device):
+    """How this machine computes bfloat16: recorded beside a mixed precision."""
+    if device == "gpu":
+        return "GPU"
+    cpuinfo = _read_text("/proc/cpuinfo") or ""
+    flags = set((re.findall(r"^flags\s*:\s*(.+)$", cpuinfo, re.M) or [""])[0].split())
+    native = [name for flag, name in (("amx_bf16", "AMX"), ("avx512_bf16", "AVX512-BF16")) if flag in flags]
+    if native:
+        return "CPU with bfloat16 instructions (" + ", ".join(native) + ")"
+    return "CPU without bfloat16 instructions: converted to and from float32, often slower than float32"
+
+
 # What to do when a GPU was asked for and the backend sees none.
 _NO_GPU_ADVICE = {
     "tensorflow": (
@@ -638,6 +740,7 @@ def configure(config, check=True):
             f"Keras started with the {keras.backend.backend()} backend instead of {config.backend}."
         )
     _APPLY[config.backend](config)
+    precision_problem = _apply_precision(keras, config)
     effective = read_back()
     if config.device_kind == "cpu" and effective.get("device") != "cpu":
         raise RuntimeSetupError(
@@ -646,6 +749,10 @@ def configure(config, check=True):
     effective["jit_compile"] = _jit_compile_for(config, problems)
     if cpu_ids is not None:
         effective["cpu_ids"] = cpu_ids
+    if precision_problem is not None:
+        if config.strict:
+            raise RuntimeSetupError(precision_problem)
+        problems["precision"] = precision_problem
     effective["not_available"] = dict(problems)
     for key in problems:
         effective[key] = NOT_AVAILABLE
@@ -708,7 +815,8 @@ def read_back():
         a JSON-ready dict. Keys common to every backend: backend, backend_version,
         keras_version, device ("cpu" or "gpu"), devices, gpu_count, threads,
         interop_threads, cpu_affinity, deterministic, cudnn, tf32, onednn,
-        xla_flags, environment. None means the backend has no such setting; "auto"
+        xla_flags, precision (the Keras dtype policy in force; with a mixed one
+        also bf16_support), environment. None means the backend has no such setting; "auto"
         means the backend sizes the pool itself. Backend-specific keys are added
         (e.g. cudnn_deterministic on torch, matmul_precision on JAX).
     """
@@ -722,6 +830,9 @@ def read_back():
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
     out.update({"tensorflow": _read_tensorflow, "jax": _read_jax, "torch": _read_torch}[backend]())
+    out["precision"] = keras.config.dtype_policy().name
+    if out["precision"] != "float32":
+        out["bf16_support"] = _bf16_support(out.get("device"))
     out["environment"] = relevant_environment()
     return out
 
@@ -878,6 +989,7 @@ def verify(config, effective):
         check("tf32", config.tf32)
     if config.onednn is not None:
         check("onednn", config.onednn)
+    check("precision", config.precision)
     if config.strict and effective.get("not_available"):
         mismatches.append(f"  not available (strict): {sorted(effective['not_available'])}")
     if mismatches:

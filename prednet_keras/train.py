@@ -31,7 +31,7 @@ import time
 import keras
 import numpy as np
 
-from prednet_keras import runs
+from prednet_keras import runs, torch_compile
 from prednet_keras.runs import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.models import build_training_model
@@ -586,7 +586,7 @@ class ProgressLogger(keras.callbacks.Callback):
         if self.bar is not None:
             self.bar.update(self.steps_per_epoch, values, finalize=True)
             if best:
-                print(f"  best so far, saved model.keras", flush=True)
+                print("  best so far, saved model.keras", flush=True)
         else:
             text = "  ".join(f"{k} {v:.6g}" for k, v in values)
             lr = learning_rate_at(epoch, self.config)
@@ -708,6 +708,9 @@ def build_model(config, frame_shape, jit_compile):
         metrics=[LastBatchLoss()],
         jit_compile=jit_compile,
     )
+    if jit_compile is True:
+        # torch.compile would otherwise compile the whole step a second time (see torch_compile).
+        torch_compile.settle_gradients(model)
     return model, kwargs
 
 

@@ -78,6 +78,18 @@ def test_tiny_prednet_json_table_and_overwrite(tmp_path):
     assert f"{entry['train']['fps']:.2f}" in row and f"{entry['infer']['fps']:.2f}" in row
 
 
+def test_tiny_prednet_in_mixed_bfloat16(tmp_path):
+    out = tmp_path / "bench.json"
+    result = _invoke(TINY + ["--mode", "train", "--precision", "mixed_bfloat16", "--json", out, "--quiet"])
+    assert result.exit_code == 0, result.output
+    row = result.stdout.splitlines()[2]
+    assert row.split()[:3] == ["prednet", "tensorflow", "mixed_bfloat16"]
+    (entry,) = json.loads(out.read_text())["results"]
+    assert entry["runtime"]["requested"]["precision"] == "mixed_bfloat16"
+    assert entry["runtime"]["effective"]["precision"] == "mixed_bfloat16"
+    _check_phase(entry["train"], frames_per_step=4 * 3)
+
+
 def test_tiny_chainer_prednet_trains_one_window_at_batch_1():
     config = bench.BenchConfig(
         model="prednet-chainer", mode="train", batch_size=1, size=(16, 16), nt=3, stack_sizes=(3, 4, 8),
@@ -107,6 +119,7 @@ def test_tiny_chainer_prednet_trains_one_window_at_batch_1():
         (["--batch-size", "4,0"], "must be >= 1"),
         (["--device", "tpu"], "Unknown device"),
         (["--device", "cpu", "--tf32"], "TF32"),
+        (["--precision", "bfloat16"], "'bfloat16' is not one of 'float32', 'mixed_bfloat16'"),
     ],
 )
 def test_bad_options_are_usage_errors(args, message, tmp_path):

@@ -34,6 +34,8 @@ Examples:
   prednet-bench --model prednet-chainer --batch-size 1   # the study's model, one window per update
   prednet-bench --model autoencoder --batch-size 1,32
   prednet-bench --backend jax --device gpu --mode train --profile traces/   # where the step time goes
+  prednet-bench --backend jax --device gpu --precision mixed_bfloat16 --batch-size 4,16
+  prednet-bench --backend torch --device gpu --jit-compile --mode train   # torch.compile (slow to compile)
 """,
 )
 @click.option("--model", type=click.Choice(["prednet", "prednet-chainer", "autoencoder"]), default="prednet", show_default=True, help="Lotter's PredNet, the study's Chainer-lineage PredNet (trained one window at batch 1), or the study's MNIST autoencoder.")
@@ -56,7 +58,8 @@ Examples:
 @click.option("-q", "--quiet", is_flag=True, help="No per-step progress lines (on stderr).")
 @fail_on_user_errors
 def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, unroll, steps, warmup, seed, backend, device,
-         threads, interop_threads, deterministic, tf32, onednn, xla, json_path, plot_path, profile_dir, overwrite, quiet):
+         threads, interop_threads, deterministic, tf32, onednn, xla, precision, json_path, plot_path, profile_dir, overwrite,
+         quiet):
     """Measure training and inference throughput (frames/s) of a PredNet.
 
     Each configuration (batch size x frame size) runs in its own process, set
@@ -74,7 +77,7 @@ def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, un
     from prednet_keras import bench, profiling, runtime
 
     configs = _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, unroll, steps, warmup, seed)
-    runtime_config = _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, xla)
+    runtime_config = _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, xla, precision)
     for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
         if path and os.path.exists(path) and not overwrite:
             raise click.UsageError(f"{flag} {path} exists; pass --overwrite to replace it.")
@@ -134,11 +137,11 @@ def _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes
     return configs
 
 
-def _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, xla):
+def _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, xla, precision):
     from prednet_keras import runtime
 
     config = runtime_config(dict(backend=backend, device=device, threads=threads, interop_threads=interop_threads,
-                                 deterministic=deterministic, tf32=tf32, onednn=onednn, xla=xla))
+                                 deterministic=deterministic, tf32=tf32, onednn=onednn, xla=xla, precision=precision))
     # Known-unsupported combinations fail here, before a process is started.
     problems = runtime.unsupported_settings(config)
     if problems:

@@ -26,6 +26,7 @@ _SETTINGS = (
     ("tf32", "tf32"),
     ("onednn", "onednn"),
     ("xla", "jit_compile"),
+    ("precision", "precision"),
 )
 
 
@@ -162,7 +163,7 @@ def _print_report(result):
               help="Unsupported settings are errors (strict) or recorded as 'not available'.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @click.option("--child", "child_result", default=None, hidden=True)
-def main(backend, device, threads, interop_threads, deterministic, cudnn, tf32, onednn, xla,
+def main(backend, device, threads, interop_threads, deterministic, cudnn, tf32, onednn, xla, precision,
          strict, as_json, child_result):
     """Print the environment fingerprint and the settings a run would get.
 
@@ -174,7 +175,8 @@ def main(backend, device, threads, interop_threads, deterministic, cudnn, tf32, 
         _child(child_result)
         return
     config = runtime_config(dict(backend=backend, device=device, threads=threads, interop_threads=interop_threads,
-                                 deterministic=deterministic, cudnn=cudnn, tf32=tf32, onednn=onednn, xla=xla),
+                                 deterministic=deterministic, cudnn=cudnn, tf32=tf32, onednn=onednn, xla=xla,
+                                 precision=precision),
                             strict=strict)
     # Known-unsupported settings fail here, without starting a framework.
     problems = runtime.unsupported_settings(config)

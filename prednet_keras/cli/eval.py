@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from prednet_keras.cli.common import fail_on_user_errors
+from prednet_keras.cli.options import precision_option
 
 
 @click.command(
@@ -16,6 +17,7 @@ Examples:
   prednet-eval weights/                          # every run in weights/, plus a comparison
   prednet-eval model.keras --data X_test.hkl -o results/
   prednet-eval weights/small --extrap-start 10 --nt 15
+  prednet-eval weights/small --precision mixed_bfloat16 -o eval-bf16/
 """,
 )
 @click.argument("models", nargs=-1, required=True, type=click.Path())
@@ -27,8 +29,9 @@ Examples:
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Output folder [default: <run>/eval, or <run>/eval-<data>-nt<N>-extrap<T> naming what differs from the default evaluation; <stem>-eval/ beside a loose .keras file; with several models, also <parent>/eval-comparison/].")
 @click.option("--overwrite", is_flag=True, help="Replace earlier results in the output folders.")
 @click.option("--xla/--no-xla", default=None, help="XLA for the forward pass [default: off on TensorFlow, Keras' choice elsewhere].")
+@precision_option()
 @fail_on_user_errors
-def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, xla):
+def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, xla, precision):
     """Score MODELS (.keras files, run folders, or folders of run folders) on test video.
 
     Writes prediction_scores.json and .txt (the authors' "Model MSE" and
@@ -51,6 +54,14 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
     """
     from prednet_keras import evaluate
 
+    # A model is evaluated in float32 unless --precision says otherwise, whatever precision it trained in
+    # (its weights are float32 either way).
+    if precision != "float32":
+        from prednet_keras import runtime
+
+        problem = runtime.precision_problem(precision)
+        if problem is not None:
+            raise click.ClickException(f"--precision {precision} is not available here: {problem}.")
     refs = evaluate.resolve_models(models)
     suffix = _suffix(data, nt, extrap_start)
     several = len(refs) > 1
@@ -72,8 +83,8 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
         model = evaluate.load_run_model(ref)
         if evaluate.is_image_model(model):
             # A --model autoencoder run: reconstruction MSE on MNIST's test set, and a grid.
-            if extrap_start is not None or nt:
-                raise click.UsageError(f"{ref.name} is an autoencoder: --nt and --extrap-start do not apply.")
+            if extrap_start is not None or nt or precision != "float32":
+                raise click.UsageError(f"{ref.name} is an autoencoder: --nt, --extrap-start and --precision do not apply.")
             ae_scores = evaluate.evaluate_autoencoder(model, data, target, plots=plots)
             click.echo(
                 f"{ref.name}: autoencoder test MSE {ae_scores['test_mse']:.6f} vs mean image "
@@ -92,7 +103,8 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
         if key not in cache:
             cache[key] = evaluate.load_sequences(data, use_nt, size)
         X, data_info = cache[key]
-        Xhat = evaluate.predict(model, X, nt=use_nt, extrap_start=extrap_start, batch_size=batch_size, jit_compile=xla)
+        Xhat = evaluate.predict(model, X, nt=use_nt, extrap_start=extrap_start, batch_size=batch_size, jit_compile=xla,
+                                precision=precision)
         scores = evaluate.compute_scores(X, Xhat, extrap_start)
         scores["model"] = {
             "name": ref.name,
@@ -102,15 +114,16 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
         }
         scores["data"] = data_info
         scores["extrap_start"] = extrap_start
-        scores["environment"] = evaluate.describe_environment()
+        scores["environment"] = dict(evaluate.describe_environment(), precision=precision)
         scores["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         scores["seconds"] = round(time.perf_counter() - started, 3)
         evaluate.write_scores(target, scores, X, Xhat, plots=plots, name=ref.name, extrap_start=extrap_start)
         results.append((ref.name, scores))
+        precision_note = "" if precision == "float32" else f" ({precision})"
         click.echo(
             f"{ref.name}: MSE {scores['mse_model']:.6g} vs previous frame {scores['mse_prev']:.6g}: "
             f"{evaluate.baseline_verdict(scores)}; SSIM {scores['ssim_model']:.4f}, PSNR {scores['psnr_model']:.2f} dB "
-            f"on {scores['sequences']} sequences -> {target}"
+            f"on {scores['sequences']} sequences{precision_note} -> {target}"
         )
     if several and len(results) > 1:
         rows, _ = evaluate.write_comparison(comparison_dir, results)

@@ -1,7 +1,8 @@
 """The runtime options every command that starts a framework takes, declared once.
 
     @runtime_options()                      --backend --device --threads --deterministic
-                                            --cudnn --tf32 --onednn --xla -v
+                                            --cudnn --tf32 --onednn --xla (--jit-compile)
+                                            --precision -v
     config = runtime_config(options)        a runtime.RuntimeConfig (default backend filled in,
                                             a missing backend named with its pip install)
 """
@@ -33,6 +34,21 @@ def verbose_option(command):
     )(command)
 
 
+PRECISION_HELP = (
+    "Keras dtype policy: float32, or mixed_bfloat16 (float32 weights; PredNet's convolutions in bfloat16, its "
+    "states, errors and loss in float32). Checked on the device before the run starts. Independent of --tf32, "
+    "which says how float32 convolutions run on NVIDIA GPUs."
+)
+
+
+def precision_option():
+    """--precision, for the commands that take it without the other runtime options (prednet-eval)."""
+    from prednet_keras.runtime import PRECISIONS
+
+    return click.option("--precision", type=click.Choice(PRECISIONS), default="float32", show_default=True,
+                        help=PRECISION_HELP)
+
+
 def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu"):
     """Decorator adding the runtime options (and -v) to a Click command.
 
@@ -62,9 +78,11 @@ def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu"):
                      help="TensorFloat-32 convolutions and matrix products on NVIDIA GPUs [default: the framework's]."),
         click.option("--onednn/--no-onednn", default=None,
                      help="oneDNN CPU kernels, TensorFlow and torch [default: the framework's]."),
-        click.option("--xla/--no-xla", default=None,
-                     help="XLA compilation (jit_compile) [default: off for TensorFlow on CPU, where it is slower; "
-                          "Keras' choice elsewhere]."),
+        click.option("--xla/--no-xla", "--jit-compile/--no-jit-compile", "xla", default=None,
+                     help="Compile the training step (Keras' jit_compile): XLA on TensorFlow and JAX, torch.compile "
+                          "on torch [default: off for TensorFlow on CPU, where it is slower, and on torch; Keras' "
+                          "choice elsewhere]."),
+        precision_option(),
     ]
 
     def decorate(command):
@@ -75,7 +93,8 @@ def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu"):
     return decorate
 
 
-RUNTIME_FIELDS = ("backend", "device", "threads", "interop_threads", "deterministic", "cudnn", "tf32", "onednn", "xla")
+RUNTIME_FIELDS = ("backend", "device", "threads", "interop_threads", "deterministic", "cudnn", "tf32", "onednn", "xla",
+                  "precision")
 
 
 def runtime_config(options, strict=True):

@@ -22,7 +22,7 @@ LOTTER_ONLY = (
 )
 # The study models' options: refused with --model prednet.
 STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder", "period", "bprop", "images")
-RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "xla")
+RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "xla", "precision")
 
 
 class LayerLoss(click.ParamType):
@@ -287,6 +287,11 @@ def _check_combinations(ctx, options):
             raise click.UsageError(
                 f"--resume is not available for --model {model}: its protocol keeps no checkpoints; "
                 "start the run again (--overwrite replaces it)."
+            )
+        if options.get("precision", "float32") != "float32":
+            raise click.UsageError(
+                f"--precision {options['precision']} is for --model prednet only: the study's models are not "
+                "made to keep their states and loss in float32 under bfloat16."
             )
         refused = [name for name in LOTTER_ONLY if name in explicit]
         if model == "autoencoder":

@@ -27,13 +27,28 @@ Deliberate differences from the Keras 2 code (numerically equivalent):
   wrapper transposes inputs and image outputs, so users see channels_first
   tensors; the states (`return_state`, `stateful`) are kept channels_last.
 - the extrapolation step counter is a per-sample state of shape (batch, 1)
-  rather than a scalar.
+  rather than a scalar;
+- the time loop calls the cell's `call` directly (PredNet.inner_loop), so that
+  torch.compile can trace it.
+
+Mixed precision (a Keras dtype policy such as "mixed_bfloat16": float32
+variables, bfloat16 compute). Only the convolutions run in the policy's
+compute dtype (`conv_dtype`): their inputs and kernels are cast to it and their
+results back to float32 before the bias is added. The recurrent state (r, c,
+e), the gates, the errors and every output stay in the variables' dtype, so
+`compute_dtype` of the layer and of the cell is float32 under such a policy.
+Why: c accumulates `f * c + i * g` over the sequence and the errors are
+differences of nearly equal numbers (prediction and frame); rounded to
+bfloat16's 8 significant bits at every step, both lose what the loss is
+made of. Under a float32 policy there is no cast at all: the same operations
+as without this feature.
 """
 
 import re
 
 import keras
 from keras import ops
+from keras.src import backend as _keras_backend
 
 from prednet_keras.frame_size import check_frame_size
 
@@ -167,6 +182,28 @@ class PredNetCell(keras.layers.Layer):
         self.state_size = state_size
         self.frame_shape = None  # (H, W), known at build
 
+    # --------------------------------------------------------------- dtypes
+    @property
+    def compute_dtype(self):
+        """The dtype of states, gates, errors and outputs: the variables' dtype.
+
+        Under a mixed policy only the convolutions run in the policy's compute
+        dtype (`conv_dtype`); see the module docstring.
+        """
+        return self.dtype_policy.variable_dtype
+
+    @property
+    def conv_dtype(self):
+        """The dtype the convolutions compute in: the policy's compute dtype."""
+        return self.dtype_policy.compute_dtype
+
+    def _conv_input(self, x):
+        # A Python-level decision, so that a float32 model has no cast in its graph at all.
+        return x if self.conv_dtype == self.compute_dtype else ops.cast(x, self.conv_dtype)
+
+    def _conv_output(self, y):
+        return y if self.conv_dtype == self.compute_dtype else ops.cast(y, self.compute_dtype)
+
     # ------------------------------------------------------------------ build
     def build(self, input_shape):
         if len(input_shape) != 4:
@@ -289,15 +326,22 @@ class PredNetCell(keras.layers.Layer):
 
     def _conv(self, kind, l, x):
         conv = self.convs[kind][l]
-        y = ops.conv(x, conv.kernel, strides=1, padding="same", data_format="channels_last")
-        return y + conv.bias
+        y = ops.conv(
+            self._conv_input(x), self._conv_input(conv.kernel), strides=1, padding="same",
+            data_format="channels_last",
+        )
+        return self._conv_output(y) + conv.bias
 
     def _gates(self, x, l):
         """i, f, candidate (pre-activation), o of layer l: one fused convolution."""
         convs = [self.convs[kind][l] for kind in ("i", "f", "c", "o")]
         kernel = ops.concatenate([conv.kernel for conv in convs], axis=-1)
         bias = ops.concatenate([conv.bias for conv in convs], axis=-1)
-        z = ops.conv(x, kernel, strides=1, padding="same", data_format="channels_last") + bias
+        z = ops.conv(
+            self._conv_input(x), self._conv_input(kernel), strides=1, padding="same",
+            data_format="channels_last",
+        )
+        z = self._conv_output(z) + bias
         z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
         return self._gate_act(z_i), self._gate_act(z_f), z_c, self._gate_act(z_o)
 
@@ -442,6 +486,44 @@ class PredNet(keras.layers.RNN):
         )
         self.data_format = data_format
         self.input_spec = keras.layers.InputSpec(ndim=5)
+
+    @property
+    def compute_dtype(self):
+        """The dtype of the frames taken in, the states and the outputs: the variables' dtype.
+
+        Under a mixed policy only the cell's convolutions use the policy's compute
+        dtype (`cell.conv_dtype`); see the module docstring.
+        """
+        return self.dtype_policy.variable_dtype
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        # As keras.layers.RNN's, except that each time step runs the cell's `call`
+        # rather than `cell(...)`: Layer.__call__ would convert and check the inputs,
+        # open scopes and bind the call signature at every step, which this layer's
+        # own __call__ has done once for the sequence. That bookkeeping is Python that
+        # torch.compile cannot trace (a graph break and a recompilation per step) and
+        # that costs eager backends time; the operations computed are the same.
+        def step(inputs, states):
+            if self.stateful and keras.backend.backend() == "torch":
+                # Copies, as Keras' RNN makes: in-place updates of the state variables
+                # would otherwise break autograd.
+                states = [ops.copy(state) for state in states]
+            # The cell's name scope, as its __call__ would open: TensorFlow names the
+            # operations after it, and its gradient summation order follows the names.
+            with keras.name_scope(self.cell.name, caller=self.cell):
+                return self.cell.call(inputs, states, training=training)
+
+        return _keras_backend.rnn(
+            step,
+            sequences,
+            list(initial_state),
+            go_backwards=self.go_backwards,
+            mask=mask,
+            unroll=self.unroll,
+            input_length=sequences.shape[1],
+            zero_output_for_mask=self.zero_output_for_mask,
+            return_all_outputs=self.return_sequences,
+        )
 
     def _to_channels_last_shape(self, shape):
         shape = tuple(shape)

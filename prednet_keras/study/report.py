@@ -347,6 +347,10 @@ def configuration_settings(requested, effective):
         if not source and key in ("backend", "device", "deterministic"):
             value = effective.get(key)
         out[key] = value
+    # Left out at float32 (and in manifests from before the option), so that earlier
+    # configurations keep their identity and labels; named when it differs.
+    if source.get("precision") not in (None, "float32"):
+        out["precision"] = source["precision"]
     # gpu:0 and gpu:1 of one machine are the same kind of device; which model
     # it is goes into the machine identity.
     if isinstance(out["device"], str):
@@ -468,6 +472,8 @@ def describe_precision(settings, effective):
         settings: configuration_settings (the requested tf32 is None for the default).
         effective: manifest runtime.effective (tf32, tf32_applies).
     """
+    if settings.get("precision") == "mixed_bfloat16":
+        return "bfloat16 convolutions (mixed_bfloat16)"
     if settings.get("device") != "gpu" or effective.get("tf32_applies") is False:
         return "float32"
     tf32 = effective.get("tf32", settings.get("tf32"))
@@ -508,7 +514,7 @@ def describe_settings(settings, machine, effective=None):
     for key, name in (("onednn", "oneDNN"), ("xla", "XLA")):
         if settings.get(key) is not None:
             parts.append(f"{name} {_on_off(settings[key])}")
-    parts += [f"{key}={value}" for key, value in settings.items() if key not in SETTINGS]
+    parts += [f"{key}={value}" for key, value in settings.items() if key not in SETTINGS + ("precision",)]
     return ", ".join(parts)
 
 

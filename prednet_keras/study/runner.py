@@ -153,6 +153,8 @@ def _record_study(spec, study_dir, spec_path, command):
 
 # [train] options added after studies were run, with the value those runs had.
 _PREDATING_TRAIN_OPTIONS = {"prednet": {"unroll": False, "augment": []}}
+# The same for runtime options.
+_PREDATING_RUNTIME_OPTIONS = {"precision": "float32"}
 
 
 def _check_compatible(recorded, spec, study_dir):
@@ -165,7 +167,8 @@ def _check_compatible(recorded, spec, study_dir):
     earlier = {c["name"]: c for c in recorded.get("configurations", [])}
     for config in spec.configurations:
         before = earlier.get(config.name)
-        if before is not None and (before["runtime"] != config.runtime or before["factors"] != config.factors):
+        if before is not None and ({**_PREDATING_RUNTIME_OPTIONS, **before["runtime"]} != config.runtime
+                                   or before["factors"] != config.factors):
             raise SpecError(f"configuration {config.name} differs from the one of that name already run in "
                             f"{study_dir}; give the changed arm a new name.")
 

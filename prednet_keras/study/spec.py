@@ -32,7 +32,7 @@ A spec is a TOML file:
 
 A configuration sets runtime options (`runtime.RuntimeConfig`'s fields:
 backend, device, threads, interop_threads, deterministic, cudnn, tf32, onednn,
-xla, strict) and, for prednet-chainer, the arm factors `tbptt` and
+xla, strict, precision; precision other than float32 only for model prednet) and, for prednet-chainer, the arm factors `tbptt` and
 `emulate_cpu_aliasing` (training-code switches that the study compares, so
 they are part of the configuration, not of the protocol). Everything else
 that defines training goes in [train] and is the same for every run.
@@ -505,6 +505,8 @@ def _configurations(model, table, defaults):
             config = RuntimeConfig.from_dict(runtime)
         except (TypeError, ValueError) as error:
             raise SpecError(f"[{place}]: {error}") from None
+        if config.precision != "float32" and model != "prednet":
+            raise SpecError(f"[{place}]: precision {config.precision} is for model prednet only.")
         factors = _factors(model, values)
         out.append(Configuration(name=name, runtime=config.to_dict(), factors=factors))
     seen, folded = {}, {}

@@ -18,6 +18,8 @@ import datetime
 import math
 import re
 
+from prednet_keras.runtime import PRECISIONS
+
 __all__ = [
     "MAX_CONFIGURATIONS",
     "MAX_RUNS",
@@ -310,6 +312,7 @@ RUNTIME_RULES = {
     "onednn": Boolean(),
     "xla": Boolean(),
     "strict": Boolean(),
+    "precision": Choice(PRECISIONS),
 }
 
 REPORT_RULES = {

@@ -14,13 +14,13 @@ pytestmark = pytest.mark.slow
 
 CONFIGS = {
     "tf_forced": RuntimeConfig(backend="tensorflow", threads=1, deterministic=True, tf32=False, onednn=False),
-    "tf_free": RuntimeConfig(backend="tensorflow", threads=2, interop_threads=1, onednn=True),
+    "tf_free": RuntimeConfig(backend="tensorflow", threads=2, interop_threads=1, onednn=True, precision="mixed_bfloat16"),
     "jax_forced": RuntimeConfig(backend="jax", threads=1, deterministic=True, tf32=False),
     "jax_loose": RuntimeConfig(backend="jax", cudnn=False, onednn=True, strict=False),
     "torch_forced": RuntimeConfig(
         backend="torch", threads=1, deterministic=True, cudnn=False, tf32=False, onednn=False
     ),
-    "torch_free": RuntimeConfig(backend="torch", threads=2, interop_threads=1),
+    "torch_free": RuntimeConfig(backend="torch", threads=2, interop_threads=1, precision="mixed_bfloat16"),
 }
 NO_GPU = {f"{b}_gpu": RuntimeConfig(backend=b, device="gpu") for b in runtime.BACKENDS}
 
@@ -63,6 +63,7 @@ def test_tensorflow_forced_settings_reach_the_backend(results):
     assert eff["onednn"] is False
     assert eff["jit_compile"] is False  # XLA off under op determinism
     assert eff["environment"]["TF_DETERMINISTIC_OPS"] == "1"
+    assert eff["precision"] == "float32" and "bf16_support" not in eff
     assert eff["not_available"] == {}
 
 
@@ -72,6 +73,8 @@ def test_tensorflow_other_direction(results):
     assert eff["deterministic"] is False
     assert eff["onednn"] is True
     assert eff["tf32"] is True  # TensorFlow's default flag (it only acts on GPUs)
+    # The Keras dtype policy read back after a bfloat16 convolution ran on this CPU.
+    assert eff["precision"] == "mixed_bfloat16" and eff["bf16_support"].startswith("CPU")
 
 
 def test_jax_forced_settings_reach_the_backend(results):
@@ -110,6 +113,7 @@ def test_torch_other_direction(results):
     assert eff["cublas_workspace_config"] is None
     # torch's own defaults, recorded as they are: TF32 convolutions on, matmuls off.
     assert eff["tf32_conv"] is True and eff["tf32_matmul"] is False
+    assert eff["precision"] == "mixed_bfloat16"
 
 
 @pytest.mark.parametrize("backend", runtime.BACKENDS)

@@ -30,6 +30,8 @@ RUNTIME_PY = Path(runtime.__file__)
         ({"deterministic": "yes"}, "True or False"),
         ({"tf32": 1}, "True, False or None"),
         ({"onednn": "off"}, "True, False or None"),
+        ({"precision": "float16"}, "Unknown precision 'float16'"),
+        ({"precision": "tf32"}, "Unknown precision"),
     ],
 )
 def test_config_rejects_bad_values(kwargs, message):
@@ -46,6 +48,17 @@ def test_config_normalises_devices_and_round_trips():
     assert again == config
     with pytest.raises(ValueError, match="Unknown RuntimeConfig fields"):
         RuntimeConfig.from_dict({"backend": "jax", "gpus": 2})
+    # Manifests from before `precision` existed: those runs were float32.
+    old = {k: v for k, v in config.to_dict().items() if k != "precision"}
+    assert RuntimeConfig.from_dict(old).precision == "float32"
+    assert RuntimeConfig.from_dict(dict(old, precision="mixed_bfloat16")).precision == "mixed_bfloat16"
+
+
+def test_a_gpu_without_bfloat16_is_named(monkeypatch):
+    monkeypatch.setattr(runtime, "_gpu_capability", lambda backend: (7, 0))
+    assert "compute capability 7.0" in runtime._bf16_gpu_problem("torch")
+    monkeypatch.setattr(runtime, "_gpu_capability", lambda backend: (9, 0))
+    assert runtime._bf16_gpu_problem("torch") is None
 
 
 def test_interop_threads_follow_threads_except_on_jax():
@@ -151,7 +164,8 @@ def test_unsupported_combinations_are_named():
     assert "interop_threads" in runtime.unsupported_settings(RuntimeConfig(backend="jax", interop_threads=2))
     assert "threads" in runtime.unsupported_settings(RuntimeConfig(backend="jax", threads=4), available_cpus=2)
     assert runtime.unsupported_settings(RuntimeConfig(backend="tensorflow", threads=64), available_cpus=2) == {}
-    assert "xla" in runtime.unsupported_settings(RuntimeConfig(backend="torch", xla=True))
+    # On torch, Keras' jit_compile=True is torch.compile of the training step.
+    assert runtime.unsupported_settings(RuntimeConfig(backend="torch", xla=True)) == {}
     assert "xla" in runtime.unsupported_settings(RuntimeConfig(backend="tensorflow", deterministic=True, xla=True))
 
 
@@ -177,7 +191,7 @@ def _effective(**overrides):
     effective = {
         "backend": "torch", "device": "cpu", "gpu_count": 0, "threads": 2, "interop_threads": 2,
         "deterministic": True, "cudnn": True, "cudnn_deterministic": True, "cudnn_benchmark": False,
-        "tf32": False, "onednn": True, "not_available": {},
+        "tf32": False, "onednn": True, "precision": "float32", "not_available": {},
     }
     effective.update(overrides)
     return effective
@@ -187,17 +201,18 @@ def test_verify_lists_every_setting_not_in_force():
     config = RuntimeConfig(backend="torch", threads=2, deterministic=True, tf32=False)
     runtime.verify(config, _effective())
     with pytest.raises(RuntimeSetupError) as info:
-        runtime.verify(config, _effective(threads=8, deterministic=False, device="gpu"))
+        runtime.verify(config, _effective(threads=8, deterministic=False, device="gpu", precision="mixed_bfloat16"))
     text = str(info.value)
     assert "threads: requested 2, effective 8" in text
     assert "deterministic: requested True, effective False" in text
     assert "device: requested 'cpu', effective 'gpu'" in text
+    assert "precision: requested 'float32', effective 'mixed_bfloat16'" in text
 
 
 def test_verify_accepts_not_available_only_when_not_strict():
     loose = RuntimeConfig(backend="jax", cudnn=False, strict=False)
     effective = {
-        "backend": "jax", "device": "cpu", "deterministic": False, "cudnn": NOT_AVAILABLE,
+        "backend": "jax", "device": "cpu", "deterministic": False, "cudnn": NOT_AVAILABLE, "precision": "float32",
         "not_available": {"cudnn": "no switch"},
     }
     runtime.verify(loose, effective)

@@ -403,3 +403,15 @@ def test_paired_pairs_lead_with_the_per_seed_differences(merged):
     assert per_seed["n"] == 8 and per_seed["beyond_margin"] is not None
     assert "ci" not in pair["hedges_g"]  # no bootstrap interval of g any more
     assert f"| {pair['a']} vs {pair['b']} | 8 | " in text
+
+
+def test_precision_names_a_configuration_and_older_runs_were_float32():
+    settings = study_report.configuration_settings
+    base = {"backend": "jax", "device": "gpu", "threads": None, "deterministic": False}
+    # Manifests from before `precision`, and float32 ones: the same configuration, as before.
+    assert settings(base, {}) == settings(dict(base, precision="float32"), {})
+    assert "precision" not in settings(base, {})
+    bf16 = settings(dict(base, precision="mixed_bfloat16"), {})
+    assert bf16["precision"] == "mixed_bfloat16" and bf16 != settings(base, {})
+    label = study_report.describe_settings(bf16, {"backend_version": "0.11"}, {"tf32": True, "tf32_applies": True})
+    assert "bfloat16 convolutions (mixed_bfloat16)" in label and "TF32" not in label and "precision=" not in label

@@ -34,7 +34,7 @@ def test_a_spec_plans_every_seed_replicate_and_configuration():
     # Runtime defaults filled in, validated by RuntimeConfig.
     assert spec.configuration("a").runtime == {
         "backend": "tensorflow", "device": "cpu", "threads": 1, "deterministic": True, "cudnn": True,
-        "tf32": None, "onednn": None, "strict": True, "xla": None, "interop_threads": None,
+        "tf32": None, "onednn": None, "strict": True, "xla": None, "interop_threads": None, "precision": "float32",
     }
     # [train] resolved by the model's config class; the runner owns seed and weights.
     assert spec.train["images"] == 20 and spec.train["autoencoder"] == "conv"
@@ -120,6 +120,8 @@ def test_chainer_arm_factors_are_configuration_settings():
         ({"configurations": {"a": {"threads": 1}, "b": {"threads": 1}}}, "configurations a and b are the same arm"),
         ({"configurations": {"a b": {}}}, '[configurations."a b"]: the name must be 1 to 64 letters'),
         ({"runtime": {"gpu": True}}, "[runtime]: unknown key gpu"),
+        ({"configurations": {"a": {"precision": "float16"}}}, '[configurations.a] precision: must be "float32" or "mixed_bfloat16", got "float16"'),
+        ({"configurations": {"a": {"precision": "mixed_bfloat16"}}}, "precision mixed_bfloat16 is for model prednet only"),
         ({"report": {"colour": 1}}, "[report]: unknown key colour"),
     ],
 )
@@ -338,3 +340,23 @@ def test_every_shipped_and_committed_spec_passes_the_door():
     assert len(paths) >= 9
     for path in paths:
         load_spec(path)
+
+
+def test_precision_is_a_configuration_key_and_older_studies_had_float32(tmp_path):
+    import json
+    from pathlib import Path
+
+    from prednet_keras.study import runner
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "study" / "lotter-prednet.toml"
+    spec = load_spec(path)
+    assert {c.runtime["precision"] for c in spec.configurations} == {"float32"}
+    # Configurations recorded before `precision` existed ran in float32: the same arms.
+    recorded = json.loads(json.dumps(spec.to_dict()))
+    for config in recorded["configurations"]:
+        del config["runtime"]["precision"]
+    runner._check_compatible(recorded, spec, tmp_path)
+    name = spec.configurations[0].name
+    bf16 = tmp_path / "bf16.toml"
+    bf16.write_text(path.read_text() + f'\n[configurations.{name}-bf16]\nprecision = "mixed_bfloat16"\n')
+    assert load_spec(bf16).configuration(f"{name}-bf16").runtime["precision"] == "mixed_bfloat16"

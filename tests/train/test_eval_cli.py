@@ -78,6 +78,20 @@ def test_scores_match_a_direct_computation(trained_run):
     assert json.loads((out / "prediction_scores.json").read_text()) == scores
 
 
+def test_precision_of_the_evaluation(trained_run, tmp_path):
+    folder, _ = trained_run
+    result = _invoke([folder, "--precision", "mixed_bfloat16", "--plots", "0", "-o", tmp_path / "bf16"])
+    assert result.exit_code == 0, result.output
+    assert "mixed_bfloat16" in result.output
+    scores = json.loads((tmp_path / "bf16" / "prediction_scores.json").read_text())
+    assert scores["environment"]["precision"] == "mixed_bfloat16"
+    X, Xhat = _direct_predictions(folder / "model.keras", 4, (32, 32))
+    mse_model = np.mean((X[:, 1:] - Xhat[:, 1:]) ** 2)
+    # bfloat16 convolutions: close to the float32 score, not equal to it.
+    assert scores["mse_model"] == pytest.approx(mse_model, rel=2e-2) and scores["mse_model"] != pytest.approx(mse_model, rel=1e-6)
+    assert scores["mse_prev"] == pytest.approx(np.mean((X[:, :-1] - X[:, 1:]) ** 2), rel=1e-6)
+
+
 def test_extrapolation_and_other_data(trained_run, tiny_npz, tmp_path):
     folder, _ = trained_run
     result = _invoke([folder / "model.keras", "--extrap-start", "2", "--data", tiny_npz, "--plots", "2", "-o", tmp_path / "ex"])

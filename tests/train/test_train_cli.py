@@ -133,6 +133,41 @@ def test_another_backend_starts_alike_and_follows_the_same_path(backend, trained
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-4)
 
 
+def test_bfloat16_run_records_its_precision_follows_float32_and_resumes_as_it_started(trained_run, weights_dir,
+                                                                                     tiny_npz):
+    reference, _ = trained_run
+    folder = weights_dir / "bf16"
+    args = TINY + ["--data", tiny_npz, "--precision", "mixed_bfloat16", "--quiet", "-o", folder]
+    killed = train(args, env={"PREDNET_TEST_KILL_AT": "2:1"})
+    assert killed.returncode == 137, killed.stderr
+    resumed = train(["--resume", "--quiet", "-o", folder])
+    assert resumed.returncode == 0, resumed.stderr
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["runtime"]["requested"]["precision"] == "mixed_bfloat16"
+    assert manifest["runtime"]["effective"]["precision"] == "mixed_bfloat16"
+    assert manifest["runtime"]["effective"]["bf16_support"].startswith("CPU")
+    assert manifest["sessions"][1]["effective"] == "same as the run's"
+    # Same initial weights and batches as the float32 run: the losses follow it to bfloat16's
+    # 8 significant bits, and fall.
+    ours, theirs = _history(folder), _history(reference)
+    assert [(r["kind"], r["epoch"], r["step"]) for r in ours] == [(r["kind"], r["epoch"], r["step"]) for r in theirs]
+    for a, b in zip(ours, theirs):
+        assert a["loss"] == pytest.approx(b["loss"], rel=2e-2)
+        assert a["loss"] != b["loss"]
+    epochs = [r for r in ours if r["kind"] == "epoch"]
+    assert epochs[-1]["val_loss"] < epochs[0]["val_loss"]
+    result = _invoke(["--resume", "-o", folder, "--precision", "float32"])
+    assert result.exit_code != 0 and "--precision float32 differs from this run's mixed_bfloat16" in result.output
+    # The exported model keeps the policy it trained with; its weights are float32.
+    import keras
+
+    import prednet_keras
+
+    layer = prednet_keras.find_prednet(keras.saving.load_model(folder / "model.keras"))
+    assert layer.dtype_policy.name == "mixed_bfloat16"
+    assert {keras.backend.standardize_dtype(v.dtype) for v in layer.weights} == {"float32"}
+
+
 def test_augmented_run_records_it_and_trains_on_changed_sequences(trained_run, weights_dir, tiny_npz):
     reference, _ = trained_run
     folder = weights_dir / "augmented"
@@ -228,6 +263,8 @@ def _invoke(args):
         (["--init-weights", "/no/such/weights.h5"], "no such file"),
         (["--resume"], "--resume needs --output"),
         (["--resume", "--overwrite", "-o", "x"], "contradict"),
+        (["--precision", "float16"], "'float16' is not one of 'float32', 'mixed_bfloat16'"),
+        (["--model", "autoencoder", "--precision", "mixed_bfloat16"], "--precision mixed_bfloat16 is for --model prednet only"),
     ],
 )
 def test_bad_options_are_one_clear_line(tmp_path, monkeypatch, args, message):

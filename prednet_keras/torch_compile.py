@@ -1,0 +1,56 @@
+"""What a Keras model trained with torch.compile (the torch backend's jit_compile=True) needs, and
+how many graphs torch compiled.
+
+Keras compiles its whole training step with torch.compile. TorchDynamo then guards the
+compiled code on the Python state it read, among it whether each weight's `.grad` is None
+(Keras' train_step calls `zero_grad()`, which tests it). Before the first step every
+`.grad` is None, after it none is: the second step would fail that guard and compile the
+whole step again (minutes for PredNet). `settle_gradients` gives every trainable weight
+its gradient tensor before the first step, so the first compilation is the only one.
+
+This module imports torch only when the torch backend is in use.
+"""
+
+import sys
+
+__all__ = ["compiled_graphs", "settle_gradients"]
+
+
+def settle_gradients(model):
+    """Gives each trainable weight of `model` a zero `.grad` (torch backend only).
+
+    Harmless for the numbers: Keras' train_step sets every `.grad` to None before its
+    backward pass. A no-op on other backends and for weights that have a gradient.
+
+    Args:
+        model: a Keras model.
+
+    Returns:
+        the number of weights given a gradient.
+    """
+    import keras
+
+    if keras.backend.backend() != "torch":
+        return 0
+    import torch
+
+    count = 0
+    with torch.no_grad():
+        for variable in model.trainable_variables:
+            parameter = variable.value
+            if isinstance(parameter, torch.Tensor) and parameter.requires_grad and parameter.grad is None:
+                parameter.grad = torch.zeros_like(parameter)
+                count += 1
+    return count
+
+
+def compiled_graphs():
+    """Graphs TorchDynamo has compiled in this process so far (first compilations and
+    recompilations alike), or None when torch is not imported here."""
+    if "torch" not in sys.modules:
+        return None
+    try:
+        from torch._dynamo.utils import counters
+    except Exception:  # a torch without dynamo
+        return None
+    return int(counters["stats"]["unique_graphs"])

@@ -1,0 +1,168 @@
+#!/bin/bash
+# Issue 25 on the GPU machine: training throughput of Lotter's KITTI configuration (prednet-bench defaults:
+# (3,48,96,192), 128x160, nt 10, Adam, time loop unrolled) at batch 4 and 16 on
+#   JAX float32 (TF32 convolutions, JAX's default), JAX mixed_bfloat16,
+#   torch eager, torch compiled (torch.compile) float32 and mixed_bfloat16,
+# and a short training-quality check: prednet-train on the embedded video, 3 epochs of 125 steps, JAX,
+# float32 and mixed_bfloat16 from the same seed, final validation loss.
+#
+#   bash scripts/device/perf_h200.sh OUT
+#
+# Run from the repository root after the set-up of ../shared/gpu/README.md (the wheels installed, PYTHONPATH
+# holding them and the repository). Every configuration is its own process under `timeout`: one that fails or
+# runs out of time is recorded and the next one starts. They start in the order below until PERF_BUDGET_S
+# seconds (default 400) have passed; each gets at most what is left of it, so the script ends within about that
+# long. torch.compile spends minutes compiling PredNet (TorchDynamo traces Keras' Python around every op: about
+# 100 s on one CPU core for this model, before Inductor generates code), so the quality check, a comparison of
+# losses rather than of speed, runs on the GPU while the first torch.compile configuration compiles on the CPU;
+# summary.txt says whether it was still running when that configuration's timed steps began. The budget leaves
+# little for the other compiled configurations (they come last); `PERF_ONLY="torch-compiled-bf16-b16
+# torch-compiled-float32-b4 torch-compiled-bf16-b4" bash scripts/device/perf_h200.sh OUT2` measures them.
+# Writes into OUT: summary.txt (also printed at the end), status.tsv, and perf_h200.tgz holding NAME.json
+# (prednet-bench's JSON) per configuration, quality-PRECISION/ (manifest.json and history.csv of each quality
+# run), logs/ and both text files (three files: the GPU machine sends back at most eight). PERF_WORK (default
+# /tmp/perf-h200) is where they are made.
+# PERF_ONLY="name name ...": run only these configurations (names as in status.tsv).
+# PERF_DEVICE (default gpu), PERF_BENCH_EXTRA, PERF_TRAIN_EXTRA (options appended to every prednet-bench /
+# prednet-train command): for a smoke test elsewhere, e.g. PERF_DEVICE=cpu PERF_BENCH_EXTRA="--stack-sizes 3,4,8
+# --size 16x16 --nt 3 --steps 2 --warmup 1".
+set -u
+dest=${1:-${OUT:-}}
+[ -n "$dest" ] || { echo "usage: bash scripts/device/perf_h200.sh OUT" >&2; exit 2; }
+out=${PERF_WORK:-/tmp/perf-h200}
+rm -rf "$out"; mkdir -p "$out/logs" "$dest"
+pack() {
+    cp "$out/status.tsv" "$dest/" 2>/dev/null; cp "$out/summary.txt" "$dest/" 2>/dev/null
+    tar czf "$dest/perf_h200.tgz" -C "$out" .
+}
+trap pack EXIT
+budget=${PERF_BUDGET_S:-400}
+device=${PERF_DEVICE:-gpu}
+read -r -a bench_extra <<< "${PERF_BENCH_EXTRA:-}"
+read -r -a train_extra <<< "${PERF_TRAIN_EXTRA:-}"
+started=$(date +%s)
+status="$out/status.tsv"
+printf 'name\tstatus\tseconds\tstarted_at\n' > "$status"
+export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1
+
+wanted() { [ -z "${PERF_ONLY:-}" ] || [[ " $PERF_ONLY " == *" $1 "* ]]; }
+
+# run NAME CAP_S MIN_S COMMAND...: COMMAND under timeout (at most CAP_S, at most what is left of the budget),
+# skipped when less than MIN_S is left; the outcome goes to status.tsv.
+run() {
+    local name=$1 cap=$2 least=$3; shift 3
+    wanted "$name" || return 0
+    local left=$(( budget - ($(date +%s) - started) ))
+    if (( left < least )); then
+        printf '%s\tskipped: %ss of the %ss budget left\t0\t-\n' "$name" "$left" "$budget" >> "$status"
+        echo "== $name: skipped (${left}s left)"
+        return 0
+    fi
+    local limit=$(( left < cap ? left : cap )) t0=$(date +%s) code
+    echo "== $name (limit ${limit}s)"
+    timeout -k 10 "$limit" "$@" > "$out/logs/$name.log" 2>&1
+    code=$?
+    local took=$(( $(date +%s) - t0 )) what=ok
+    if (( code == 124 || code == 137 )); then what="timed out after ${took}s"
+    elif (( code != 0 )); then what="failed (exit $code): $(grep -v '^\s*$' "$out/logs/$name.log" | tail -1 | cut -c1-200)"
+    fi
+    printf '%s\t%s\t%s\t%s\n' "$name" "$what" "$took" "$(( t0 - started ))" >> "$status"
+    echo "== $name: $what (${took}s)"
+}
+
+bench() {  # bench NAME CAP_S MIN_S BENCH_OPTIONS...
+    local name=$1 cap=$2 least=$3; shift 3
+    run "$name" "$cap" "$least" python3 -m prednet_keras.cli.bench --device "$device" --mode train --steps 20 --warmup 3 \
+        --quiet --overwrite --json "$out/$name.json" "$@" "${bench_extra[@]}"
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv > "$out/logs/nvidia-smi.csv" 2>&1
+python3 -c "from importlib.metadata import version as v; print(*(f'{n} {v(n)}' for n in ('jax', 'jaxlib', 'torch', 'keras')))" \
+    > "$out/logs/versions.txt" 2>&1
+
+
+# Quality: both precisions at once (a comparison of losses, not of speed), from the same seed and batches.
+quality() {
+    local pids=() p train_extra
+    read -r -a train_extra <<< "${PERF_TRAIN_EXTRA:-}"
+    for p in float32 mixed_bfloat16; do
+        rm -rf "/tmp/perf-quality/$p"
+        python3 -m prednet_keras.cli.train --backend jax --device "$device" --precision "$p" --epochs 3 --seed 0 --quiet \
+            -o "/tmp/perf-quality/$p" "${train_extra[@]}" > "$out/logs/quality-$p.log" 2>&1 &
+        pids+=($!)
+    done
+    local code=0
+    for p in "${pids[@]}"; do wait "$p" || code=$?; done
+    for p in float32 mixed_bfloat16; do
+        mkdir -p "$out/quality-$p"
+        cp "/tmp/perf-quality/$p/manifest.json" "/tmp/perf-quality/$p/history.csv" "$out/quality-$p/" 2>/dev/null
+    done
+    return $code
+}
+export -f quality; export out device PERF_TRAIN_EXTRA
+# First what takes longest and is least certain: the first torch.compile configuration, compiling on the CPU
+# while the quality check uses the GPU. Then the configurations that take half a minute each.
+bench torch-compiled-float32-b16 300 90 --backend torch --jit-compile --batch-size 16 &
+run quality 180 60 bash -c quality &
+wait
+for b in 4 16; do bench "jax-float32-b$b" 120 30 --backend jax --batch-size "$b"; done
+for b in 4 16; do bench "jax-bf16-b$b" 120 30 --backend jax --precision mixed_bfloat16 --batch-size "$b"; done
+for b in 4 16; do bench "torch-eager-b$b" 120 30 --backend torch --batch-size "$b"; done
+bench torch-compiled-bf16-b16 300 90 --backend torch --jit-compile --precision mixed_bfloat16 --batch-size 16
+bench torch-compiled-float32-b4 300 90 --backend torch --jit-compile --batch-size 4
+bench torch-compiled-bf16-b4 300 90 --backend torch --jit-compile --precision mixed_bfloat16 --batch-size 4
+
+python3 - "$out" <<'EOF' | tee "$out/summary.txt"
+import csv, json, os, sys
+
+out = sys.argv[1]
+status = {row["name"]: row for row in csv.DictReader(open(os.path.join(out, "status.tsv")), delimiter="\t")}
+print(f"\n{'configuration':<27}{'frames/s':>9}{'step ms med/p90':>17}{'GPU peak':>10}{'1st step':>10}"
+      f"{'graphs w/t':>11}  status")
+for name, row in status.items():
+    path = os.path.join(out, f"{name}.json")
+    if name == "quality" or not os.path.exists(path):
+        if name != "quality":
+            print(f"{name:<27}{'-':>9}{'-':>17}{'-':>10}{'-':>10}{'-':>11}  {row['status']}")
+        continue
+    (result,) = json.load(open(path))["results"]
+    train = result["train"]
+    peak = train["memory"].get("device_peak_bytes")
+    graphs = train.get("torch_compiled_graphs") or {}
+    compiled = result["runtime"].get("jit_compile_used") is True and result["runtime"]["requested"]["backend"] == "torch"
+    graph_text = f"{graphs.get('after_warmup')}/{graphs.get('after_timed_steps')}" if compiled else "-"
+    print(f"{name:<27}{train['fps']:>9.0f}{train['step_ms']['median_ms']:>9.1f}/{train['step_ms']['p90_ms']:<7.1f}"
+          f"{(f'{peak / 2**30:.1f} GiB' if peak else '-'):>10}{train['warmup_seconds'][0]:>9.1f}s{graph_text:>11}"
+          f"  {row['status']} (precision {result['runtime']['effective'].get('precision')})")
+configs = [json.load(open(os.path.join(out, f"{n}.json")))["results"][0]["config"] for n in status
+           if os.path.exists(os.path.join(out, f"{n}.json"))]
+if configs:
+    c = configs[0]
+    print(f"{c['model']} {','.join(map(str, c['stack_sizes']))}, {c['size'][0]}x{c['size'][1]}, nt {c['nt']}: "
+          f"frames/s over {c['steps']} timed steps after {c['warmup']} warm-up steps; '1st step' includes "
+          "compilation; graphs w/t: graphs torch.compile had made after the warm-up / after the timed steps "
+          "(equal: no recompilation while timing).")
+quality = status.get("quality")
+first = status.get("torch-compiled-float32-b16")
+path = os.path.join(out, "torch-compiled-float32-b16.json")
+if quality and first and quality["started_at"] != "-" and os.path.exists(path):
+    quality_end = int(quality["started_at"]) + int(quality["seconds"])
+    (result,) = json.load(open(path))["results"]
+    timed_start = int(first["started_at"]) + int(first["seconds"]) - sum(result["train"]["step_seconds"]) - 1
+    print(f"torch-compiled-float32-b16 timed its steps from about {timed_start:.0f}s; the quality check ended at "
+          f"{quality_end}s: " + ("no overlap." if quality_end <= timed_start else "OVERLAP, that figure is disturbed."))
+if "quality" in status:
+    print(f"\nquality (prednet-train, embedded video, JAX, 3 epochs x 125 steps, seed 0): {status['quality']['status']}")
+    for precision in ("float32", "mixed_bfloat16"):
+        path = os.path.join(out, f"quality-{precision}", "manifest.json")
+        if not os.path.exists(path):
+            print(f"  {precision}: no manifest")
+            continue
+        manifest = json.load(open(path))
+        result = manifest.get("result") or {}
+        effective = (manifest.get("runtime") or {}).get("effective") or {}
+        print(f"  {precision:<15} recorded precision {effective.get('precision')}, final val_loss "
+              f"{result.get('final_val_loss')}, final loss {result.get('final_loss')}, best val_loss "
+              f"{result.get('best_val_loss')} (epoch {result.get('best_epoch')}), {result.get('train_seconds')} s")
+EOF
+echo "total $(( $(date +%s) - started ))s; results in $dest (summary.txt, status.tsv, perf_h200.tgz)"

@@ -1,0 +1,51 @@
+"""Run with KERAS_BACKEND=torch: a tiny PredNet trained eagerly and with jit_compile=True, as
+prednet-train builds it (train.build_model) and runs it (model.fit).
+
+Usage: python -m tests.torch_compile_worker RESULT_JSON [STEPS]
+
+torch.compile gets the "aot_eager" backend here: TorchDynamo traces, guards and recompiles
+exactly as with Inductor, and AOT autograd builds the backward graph, but no C++ code is
+generated (Inductor's compilation takes minutes on a 2-core CPU). Writes the losses of both
+models and the number of graphs TorchDynamo compiled after each compiled step.
+"""
+
+import json
+import sys
+
+
+def main(result_path, steps=4):
+    import torch
+
+    compile_ = torch.compile
+    torch.compile = lambda fn=None, **kwargs: compile_(fn, backend="aot_eager", **kwargs)
+
+    import keras
+    import numpy as np
+
+    from prednet_keras import torch_compile, train
+
+    config = train.TrainConfig(stack_sizes=(3, 4), nt=3, batch_size=2, val_sequences=0, unroll=True).resolved()
+    frames = np.random.default_rng(0).random((2, 3, 8, 8, 3), dtype=np.float32)
+    targets = np.zeros((2, 1), np.float32)
+    keras.utils.set_random_seed(0)
+    eager, _ = train.build_model(config, (8, 8, 3), False)
+    compiled, _ = train.build_model(config, (8, 8, 3), True)
+    compiled.set_weights(eager.get_weights())
+
+    result = {"eager": [], "compiled": [], "graphs": []}
+
+    class Graphs(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            result["graphs"].append(torch_compile.compiled_graphs())
+
+    for _ in range(steps):
+        result["eager"].append(eager.fit(frames, targets, batch_size=2, verbose=0).history["loss"][0])
+        result["compiled"].append(
+            compiled.fit(frames, targets, batch_size=2, verbose=0, callbacks=[Graphs()]).history["loss"][0]
+        )
+    with open(result_path, "w") as handle:
+        json.dump(result, handle)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], *(int(a) for a in sys.argv[2:]))
