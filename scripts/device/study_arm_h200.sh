@@ -1,0 +1,74 @@
+#!/bin/bash
+# Issue 25 on the GPU machine: one 30-seed arm of the paper study through the study runner, and the proof that
+# runs sharing the GPU give each seed the numbers it gets alone.
+#
+#   bash scripts/device/study_arm_h200.sh OUT
+#
+# Run from the repository root after the set-up of ../shared/gpu/README.md (the wheels installed, PYTHONPATH
+# holding them and the repository).
+# 1. `prednet-study run paper --only gpu-jax-deterministic -j WORKERS`: the ready spec `paper` (the
+#    Chainer-lineage PredNet at full size by the paper's protocol: 5000 frames of 120x160, updates every 20,
+#    batch 1), its deterministic JAX GPU arm, 30 seeds, WORKERS (default 8) training processes sharing the GPU.
+#    The wall time of the whole arm (initial weights, 30 runs, report) is the figure.
+# 2. The same arm for seeds 0 and 1, one process at a time (-j 1), into another folder; then each seed's
+#    history (every column but the wall-clock seconds) and final weights' sha256 are compared with the
+#    shared-GPU run's.
+# Writes into OUT: summary.txt and study_arm.tar.xz (both study folders without model and initial-weight files, and the logs).
+set -u
+dest=${1:-${OUT:-}}
+[ -n "$dest" ] || { echo "usage: bash scripts/device/study_arm_h200.sh OUT" >&2; exit 2; }
+work=${STUDY_WORK:-/tmp/study-arm}
+workers=${STUDY_WORKERS:-8}
+limit=${STUDY_LIMIT_S:-420}
+rm -rf "$work"; mkdir -p "$work/logs" "$dest"
+pack() {
+    cp "$work/summary.txt" "$dest/" 2>/dev/null
+    tar cJf "$dest/study_arm.tar.xz" -C "$work" --exclude='*.keras' --exclude='*.h5' --exclude='checkpoints' .
+}
+trap pack EXIT
+export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/logs/nvidia-smi.txt" 2>&1
+
+t0=$(date +%s.%N)
+timeout -k 10 "$limit" python3 -m prednet_keras.cli.study run paper -o "$work/shared" --only gpu-jax-deterministic \
+    -j "$workers" --quiet > "$work/logs/shared.log" 2>&1
+shared_code=$?
+t1=$(date +%s.%N)
+sed 's/^seeds = 30$/seeds = 2/' prednet_keras/study/specs/paper.toml > "$work/paper-2-seeds.toml"
+timeout -k 10 150 python3 -m prednet_keras.cli.study run "$work/paper-2-seeds.toml" -o "$work/alone" \
+    --only gpu-jax-deterministic -j 1 --quiet --no-report > "$work/logs/alone.log" 2>&1
+alone_code=$?
+t2=$(date +%s.%N)
+
+python3 - "$work" "$shared_code" "$alone_code" "$t0" "$t1" "$t2" "$workers" <<'PY' | tee "$work/summary.txt"
+import json, pathlib, sys
+work, shared_code, alone_code = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+t0, t1, t2 = map(float, sys.argv[4:7])
+arm = "gpu-jax-deterministic"
+shared = sorted((work / "shared" / "runs" / arm).glob("seed-*"))
+done = [r for r in shared if json.loads((r / "manifest.json").read_text()).get("status") == "complete"]
+print(f"shared GPU: prednet-study run paper --only {arm} -j {sys.argv[7]}: exit {shared_code}, "
+      f"{t1 - t0:.0f} s wall, {len(done)} of 30 runs complete")
+for r in done[:3]:
+    m = json.loads((r / "manifest.json").read_text())
+    print(f"  {r.name}: {m.get('result', {}).get('train_seconds')} s training")
+if done:
+    secs = [json.loads((r / "manifest.json").read_text()).get("result", {}).get("train_seconds") or 0 for r in done]
+    print(f"  training seconds per run: min {min(secs):.1f}, median {sorted(secs)[len(secs)//2]:.1f}, max {max(secs):.1f}")
+print(f"alone: seeds 0 and 1, -j 1: exit {alone_code}, {t2 - t1:.0f} s wall")
+for seed in ("seed-0000-r1", "seed-0001-r1"):
+    a, b = work / "shared" / "runs" / arm / seed, work / "alone" / "runs" / arm / seed
+    if not (a / "history.csv").exists() or not (b / "history.csv").exists():
+        print(f"  {seed}: missing in one of the two folders")
+        continue
+    def losses(run):  # every column but the wall-clock one
+        import csv
+        rows = list(csv.DictReader(open(run / "history.csv")))
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
+    same = losses(a) == losses(b)
+    ra = json.loads((a / "manifest.json").read_text()).get("result", {})
+    rb = json.loads((b / "manifest.json").read_text()).get("result", {})
+    weights = ra.get("weights_checksum") == rb.get("weights_checksum") is not None
+    print(f"  {seed}: {len(losses(a))} updates, history (all but seconds) {'identical' if same else 'DIFFERS'}; "
+          f"final weights {'identical' if weights else 'DIFFER'} (sha256 {ra.get('weights_checksum', '?')[:12]})")
+PY
