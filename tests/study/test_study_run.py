@@ -204,3 +204,27 @@ def test_not_a_study_folder_is_never_written_into(spec_file, tmp_path):
     assert result.exit_code == 1
     assert "is not a study folder" in result.output
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != runner.LOCK) == ["mine.txt"]
+
+
+def test_runs_sharing_the_machine_equal_runs_alone(killed_and_resumed, spec_file, tmp_path):
+    # Machine A trained 2 runs at a time (the spec's workers); the same runs one at a time must give the same
+    # numbers: concurrency is the study's way to fill a GPU, so it must not change any seed's result.
+    import numpy as np
+
+    out = killed_and_resumed[0]
+    alone_spec = tmp_path / "alone.toml"
+    alone_spec.write_text(spec_file.read_text().replace("seeds = 3", "seeds = 1").replace("replicates = 2", "replicates = 1")
+                          .replace("workers = 2", "workers = 1"))
+    alone = tmp_path / "alone"
+    result = subprocess.run(study_command("run", alone_spec, "-o", alone, "--only", "one-thread", "--no-report", "-q"),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    shared_run, alone_run = out / "runs" / "one-thread" / "seed-0000-r1", alone / "runs" / "one-thread" / "seed-0000-r1"
+    shared_manifest = json.loads((shared_run / "manifest.json").read_text())
+    alone_manifest = json.loads((alone_run / "manifest.json").read_text())
+    assert alone_manifest["result"]["weights_checksum"] == shared_manifest["result"]["weights_checksum"]
+    with np.load(shared_run / "trajectory.npz") as a, np.load(alone_run / "trajectory.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for name in a.files:
+            if a[name].dtype.kind == "f":
+                np.testing.assert_array_equal(a[name], b[name], err_msg=name)
