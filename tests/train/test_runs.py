@@ -122,6 +122,16 @@ def test_batches_depend_only_on_seed_and_global_position():
     assert not all(np.array_equal(whole.indices(b), other_seed.indices(b)) for b in range(3))
 
 
+def test_prefetched_batches_are_the_batches_made_on_demand():
+    # Batches are made ahead in threads; reading in order, jumping back (a new iterator) or ahead must give
+    # exactly the batch that index names, as making it on the spot does.
+    sequences = _Sequences(7)
+    reader = EpochBatches(sequences, batch_size=3, steps_per_epoch=2, first_epoch=1, epochs=6, seed=4)
+    for i in [0, 1, 2, 3, 0, 1, 7, 8, 9, 2, 9]:
+        np.testing.assert_array_equal(reader[i][0], reader.make(i)[0])
+    assert len(reader) == 10 and reader._made == {}  # after the last batch nothing is made ahead
+
+
 class _Movies:
     """Sequence j: (1, nt=3, H=2, W=3, C=1) frames whose pixel (t, y, x) holds 100 j + 10 t + 3 y + x."""
 
