@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prednet_keras import runs
+from prednet_keras import diskwrite
 from prednet_keras.evaluate.scoring import baseline_verdict
 
 __all__ = [
@@ -138,7 +138,7 @@ def plot_grid(X, Xhat, path, extrap_start=None, title=None):
     if title:
         figure.suptitle(title, fontsize=8)
     figure.subplots_adjust(left=0.04, right=0.995, bottom=0.01, top=0.86 if title else 0.9)
-    runs.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+    diskwrite.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
 
 
 def plot_per_step(scores, path, title=None):
@@ -159,7 +159,7 @@ def plot_per_step(scores, path, title=None):
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()
-    runs.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+    diskwrite.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
 
 
 def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_start=None):
@@ -181,8 +181,8 @@ def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_
     written = [folder / SCORES_JSON, folder / SCORES_TXT, folder / PER_STEP_PLOT]
     if X is not None and plots:
         scores = dict(scores, plots=plot_sequences(len(X), plots))
-    runs.atomic_write_json(written[0], scores)
-    runs.atomic_write(written[1], scores_text(scores, name))
+    diskwrite.atomic_write_json(written[0], scores)
+    diskwrite.atomic_write(written[1], scores_text(scores, name))
     plot_per_step(scores, written[2], title=name)
     if X is not None and plots:
         plot_dir = folder / PLOTS_DIR
@@ -256,7 +256,7 @@ def plot_comparison(rows, path):
     axes.grid(axis="y", alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()
-    runs.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+    diskwrite.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
 
 
 def write_comparison(folder, results):
@@ -275,13 +275,13 @@ def write_comparison(folder, results):
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rows = sorted(comparison_rows(results), key=lambda r: (r["mse_model"] is None, r["mse_model"]))
-    runs.atomic_write_json(folder / "comparison.json", rows)
+    diskwrite.atomic_write_json(folder / "comparison.json", rows)
     buffer = io.StringIO()
     fields = list(rows[0].keys()) if rows else list(COMPARISON_COLUMNS)
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    runs.atomic_write(folder / "comparison.csv", buffer.getvalue())
-    runs.atomic_write(folder / "comparison.txt", comparison_text(rows))
+    diskwrite.atomic_write(folder / "comparison.csv", buffer.getvalue())
+    diskwrite.atomic_write(folder / "comparison.txt", comparison_text(rows))
     plot_comparison(rows, folder / "comparison.png")
     return rows, [folder / n for n in ("comparison.json", "comparison.csv", "comparison.txt", "comparison.png")]

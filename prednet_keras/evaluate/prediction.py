@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prednet_keras import runs
+from prednet_keras import diskwrite
 from prednet_keras.evaluate import EvalError
 from prednet_keras.evaluate.model_refs import load_run_model
 from prednet_keras.evaluate.scoring import compute_scores
@@ -162,10 +162,10 @@ def evaluate_autoencoder(model, data, target, plots=10):
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
     if plots:
-        runs.write_through_temporary(
+        diskwrite.write_through_temporary(
             target / "reconstructions.png", lambda path: ae.save_reconstruction_grid(model, x_test, path, count=plots)
         )
-    runs.atomic_write_json(target / AUTOENCODER_SCORES_JSON, scores)
+    diskwrite.atomic_write_json(target / AUTOENCODER_SCORES_JSON, scores)
     return scores
 
 def evaluate_model(ref, X, nt=None, extrap_start=None, batch_size=8, jit_compile=None):
