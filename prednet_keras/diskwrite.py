@@ -1,5 +1,5 @@
 """Every file the package writes: one temporary name, swept when its writer is gone, and one line
-when the disk is full.
+when the disk is full; atomic_write, atomic_write_json and write_through_temporary write one whole.
 
 A file is written to `.prednet-tmp-<host>-<pid>-<name>` beside it and moved into place when complete
 (dataset files, run-folder files, models). A temporary file left by a process that was killed is removed
@@ -9,6 +9,8 @@ what is free, never as a traceback or an advice to resume.
 """
 
 import errno
+import json
+import math
 import os
 import re
 import shutil
@@ -20,8 +22,9 @@ try:
 except ImportError:
     resource = None
 
-__all__ = ["NoRoomError", "SPACE_ERRORS", "TEMP_PREFIX", "format_bytes", "is_space_error", "require_room", "room_for",
-           "space_message", "sweep_stale_temps", "temp_path_for"]
+__all__ = ["NoRoomError", "SPACE_ERRORS", "TEMP_PREFIX", "atomic_write", "atomic_write_json", "format_bytes",
+           "is_space_error", "require_room", "room_for", "space_message", "sweep_stale_temps", "temp_path_for",
+           "write_through_temporary"]
 
 TEMP_PREFIX = ".prednet-tmp-"
 _TEMP_NAME = re.compile(r"^\.prednet-tmp-(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-(?P<name>.+)$")
@@ -170,3 +173,102 @@ def require_room(path, needed):
     shortage = room_for(path, needed) if needed else None
     if shortage is not None:
         raise NoRoomError(space_message(shortage, path, needed=needed))
+
+
+def atomic_write(path, data):
+    """Writes bytes or text to `path` through a temporary file in the same folder.
+
+    Args:
+        path: destination.
+        data: bytes, or str (written as UTF-8).
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with _temporary_sibling(path) as temporary:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def atomic_write_json(path, obj, compact=False):
+    """Writes `obj` as indented JSON, atomically (see atomic_write).
+
+    Args:
+        path: destination.
+        obj: JSON-serialisable data; NaN and infinity are written as null.
+        compact: no indentation or spaces (for large records read by programs).
+    """
+    layout = {"separators": (",", ":")} if compact else {"indent": 2}
+    atomic_write(path, json.dumps(_json_safe(obj), sort_keys=False, **layout) + "\n")
+
+
+class _temporary_sibling:
+    """Context manager yielding a temporary path next to `path` (keeping its
+    suffix, which Keras and matplotlib use to pick a format); on success the
+    file replaces `path`, on failure it is removed.
+
+    The temporary file has the one name every writer of the project uses
+    (diskwrite.temp_path_for: `.prednet-tmp-<host>-<pid>-<name>`), so one left
+    by a killed process is recognised and removed (RunFolder.remove_temporaries). A write
+    that fails for lack of space becomes one NoRoomError line.
+    """
+
+    def __init__(self, path, needed=None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        require_room(self.path, needed)
+        self.temporary = temp_path_for(self.path)
+        # Created here, as mkstemp would, with the permissions of any new file.
+        self.temporary.touch(mode=0o666 & ~_umask())
+
+    def __enter__(self):
+        return self.temporary
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            os.replace(self.temporary, self.path)
+            return False
+        try:
+            written = self.temporary.stat().st_size
+        except OSError:
+            written = None
+        self.temporary.unlink(missing_ok=True)
+        if is_space_error(exc):
+            if not (isinstance(exc, OSError) and exc.errno in SPACE_ERRORS):
+                exc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # HDF5 wraps it in other errors
+            raise NoRoomError(space_message(exc, self.path, needed=written or None, at_least=True)) from None
+        return False
+
+
+def _umask():
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def write_through_temporary(path, writer, needed=None):
+    """Calls `writer(temporary_path)` and moves the result to `path` atomically.
+
+    Args:
+        path: destination (its suffix is kept on the temporary name).
+        writer: a function that writes a complete file at the path it is given.
+        needed: the bytes the file will take, if known: when they do not fit,
+            NoRoomError is raised before anything is written.
+    """
+    with _temporary_sibling(path, needed) as temporary:
+        writer(str(temporary))
+
+
+def _json_safe(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return _json_safe(obj.item())
+    return obj

@@ -25,7 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-from prednet_keras.runs import RunFolderError, atomic_write_json
+from prednet_keras.diskwrite import atomic_write_json
+from prednet_keras.runs import RunFolderError
 
 __all__ = ["LOCKS", "RunFolderLocked", "RunLock"]
 

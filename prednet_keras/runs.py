@@ -27,22 +27,28 @@ process starts.
 """
 
 import csv
-import errno
-import io
 import json
-import math
 import os
 import shutil
 from pathlib import Path
 
-from prednet_keras.diskwrite import (
-    SPACE_ERRORS,
+# atomic_write, atomic_write_json, write_through_temporary and _json_safe live in diskwrite, the history in
+# run_history; they are named here too because train.py, study_train.py, bench.py, cli/train.py and study/
+# use them as runs.<name>.
+from prednet_keras.diskwrite import (  # noqa: F401
     TEMP_PREFIX,
-    NoRoomError,
-    is_space_error,
-    require_room,
-    space_message,
-    temp_path_for,
+    _json_safe,
+    atomic_write,
+    atomic_write_json,
+    write_through_temporary,
+)
+from prednet_keras.run_history import (  # noqa: F401
+    HISTORY_FIELDS,
+    HistoryWriter,
+    _format_value,
+    _history_csv,
+    _parse_history_row,
+    plot_history,
 )
 
 __all__ = [
@@ -75,112 +81,9 @@ RUN_FORMAT_VERSION = 1
 # that no command writes into (see shipped_reason).
 SHIPPED_MARKER = "SHIPPED"
 
-# kind: "step" rows carry the loss of one batch; "epoch" rows the mean training
-# loss of the epoch and the validation loss. epoch and step count from 1.
-HISTORY_FIELDS = ("kind", "epoch", "step", "global_step", "loss", "val_loss", "lr", "seconds")
-
 
 class RunFolderError(ValueError):
     """A run folder is missing, incomplete, or would be overwritten."""
-
-
-def atomic_write(path, data):
-    """Writes bytes or text to `path` through a temporary file in the same folder.
-
-    Args:
-        path: destination.
-        data: bytes, or str (written as UTF-8).
-    """
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    with _temporary_sibling(path) as temporary:
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-
-
-def atomic_write_json(path, obj, compact=False):
-    """Writes `obj` as indented JSON, atomically (see atomic_write).
-
-    Args:
-        path: destination.
-        obj: JSON-serialisable data; NaN and infinity are written as null.
-        compact: no indentation or spaces (for large records read by programs).
-    """
-    layout = {"separators": (",", ":")} if compact else {"indent": 2}
-    atomic_write(path, json.dumps(_json_safe(obj), sort_keys=False, **layout) + "\n")
-
-
-class _temporary_sibling:
-    """Context manager yielding a temporary path next to `path` (keeping its
-    suffix, which Keras and matplotlib use to pick a format); on success the
-    file replaces `path`, on failure it is removed.
-
-    The temporary file has the one name every writer of the project uses
-    (diskwrite.temp_path_for: `.prednet-tmp-<host>-<pid>-<name>`), so one left
-    by a killed process is recognised and removed (RunFolder.remove_temporaries). A write
-    that fails for lack of space becomes one NoRoomError line.
-    """
-
-    def __init__(self, path, needed=None):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        require_room(self.path, needed)
-        self.temporary = temp_path_for(self.path)
-        # Created here, as mkstemp would, with the permissions of any new file.
-        self.temporary.touch(mode=0o666 & ~_umask())
-
-    def __enter__(self):
-        return self.temporary
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            os.replace(self.temporary, self.path)
-            return False
-        try:
-            written = self.temporary.stat().st_size
-        except OSError:
-            written = None
-        self.temporary.unlink(missing_ok=True)
-        if is_space_error(exc):
-            if not (isinstance(exc, OSError) and exc.errno in SPACE_ERRORS):
-                exc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # HDF5 wraps it in other errors
-            raise NoRoomError(space_message(exc, self.path, needed=written or None, at_least=True)) from None
-        return False
-
-
-def _umask():
-    current = os.umask(0)
-    os.umask(current)
-    return current
-
-
-def write_through_temporary(path, writer, needed=None):
-    """Calls `writer(temporary_path)` and moves the result to `path` atomically.
-
-    Args:
-        path: destination (its suffix is kept on the temporary name).
-        writer: a function that writes a complete file at the path it is given.
-        needed: the bytes the file will take, if known: when they do not fit,
-            NoRoomError is raised before anything is written.
-    """
-    with _temporary_sibling(path, needed) as temporary:
-        writer(str(temporary))
-
-
-def _json_safe(obj):
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        return _json_safe(obj.item())
-    return obj
 
 
 def new_manifest(name, options, runtime_requested, command, **extra):
@@ -583,130 +486,3 @@ class Replacement:
         self.rollback()
         return (f"restored {self.folder.path} from {self.aside}: an earlier --overwrite was stopped before its "
                 "new run completed an epoch")
-
-
-def _parse_history_row(row):
-    parsed = {}
-    for key, value in row.items():
-        if key == "kind":
-            parsed[key] = value
-        elif value in ("", None):
-            parsed[key] = None
-        elif key in ("epoch", "step", "global_step"):
-            parsed[key] = int(value)
-        else:
-            parsed[key] = float(value)
-    return parsed
-
-
-def _history_csv(rows):
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=HISTORY_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: _format_value(row.get(k)) for k in HISTORY_FIELDS})
-    return buffer.getvalue()
-
-
-def _format_value(value):
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(value)
-    return value
-
-
-class HistoryWriter:
-    """Appends rows to history.csv, flushing each so a crash loses at most the
-    row being written (the partial epoch is dropped on resume anyway).
-
-    Args:
-        path: the CSV file.
-    """
-
-    def __init__(self, path):
-        self.path = Path(path)
-        new = not self.path.is_file() or self.path.stat().st_size == 0
-        self._handle = open(self.path, "a", newline="", encoding="utf-8")
-        self._writer = csv.DictWriter(self._handle, fieldnames=HISTORY_FIELDS, lineterminator="\n")
-        if new:
-            self._writer.writeheader()
-            self._handle.flush()
-
-    def write(self, **row):
-        """Appends one row (keys from HISTORY_FIELDS)."""
-        self._writer.writerow({k: _format_value(row.get(k)) for k in HISTORY_FIELDS})
-        self._handle.flush()
-
-    def close(self):
-        """Closes the file."""
-        self._handle.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-def plot_history(rows, path, title=None):
-    """Draws the loss curves of a history (per-step losses faint, epoch means
-    and validation loss bold, log scale) to a PNG, atomically.
-
-    Args:
-        rows: history rows (as from RunFolder.read_history).
-        path: the PNG to write.
-        title: plot title.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    steps = [r for r in rows if r["kind"] == "step" and r["loss"] is not None]
-    epochs = [r for r in rows if r["kind"] == "epoch"]
-    figure = Figure(figsize=(7, 4.2), dpi=100)
-    axes = figure.subplots()
-    if steps:
-        per_epoch = max(r["step"] for r in steps)
-        axes.plot(
-            [r["global_step"] / per_epoch for r in steps],
-            [r["loss"] for r in steps],
-            color="tab:blue",
-            alpha=0.25,
-            linewidth=0.8,
-            label="training loss (per step)",
-        )
-    if epochs:
-        axes.plot(
-            [r["epoch"] for r in epochs],
-            [r["loss"] for r in epochs],
-            "o-",
-            color="tab:blue",
-            markersize=3,
-            label="training loss (epoch mean)",
-        )
-        validated = [r for r in epochs if r["val_loss"] is not None]
-        if validated:
-            axes.plot(
-                [r["epoch"] for r in validated],
-                [r["val_loss"] for r in validated],
-                "s-",
-                color="tab:orange",
-                markersize=3,
-                label="validation loss",
-            )
-            best = min(validated, key=lambda r: r["val_loss"])
-            axes.axvline(best["epoch"], color="tab:orange", linestyle=":", linewidth=1)
-    positive = [r["loss"] for r in steps + epochs if r["loss"]] + [r["val_loss"] for r in epochs if r["val_loss"]]
-    if positive and min(positive) > 0:
-        axes.set_yscale("log")
-    axes.set_xlabel("epoch")
-    axes.set_ylabel("loss (weighted prediction error)")
-    if title:
-        axes.set_title(title, fontsize=10)
-    if steps or epochs:
-        axes.legend(fontsize=8)
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))

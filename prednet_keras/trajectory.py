@@ -11,7 +11,7 @@ samples of two runs can be compared point by point.
 
 import numpy as np
 
-from prednet_keras import runs
+from prednet_keras import diskwrite
 
 __all__ = ["FILE", "Trajectory", "VALUES"]
 
@@ -92,7 +92,7 @@ class Trajectory:
                 np.savez(handle, steps=np.asarray(self.steps, dtype=np.int64)[order],
                          values=np.stack(self.values)[order], positions=self.positions)
 
-        runs.write_through_temporary(self.path, write)
+        diskwrite.write_through_temporary(self.path, write)
         return True
 
     def record(self):

@@ -12,7 +12,7 @@ import pytest
 
 import keras
 import prednet_keras
-from prednet_keras.evaluate import load_sequences
+from prednet_keras.evaluate.prediction import load_sequences
 
 from tests.test_backends import BACKENDS, ROOT, run_on
 

@@ -52,7 +52,7 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
     A model.keras in a run folder must hold the weights its manifest records
     (result.model_weights_checksum); one that does not is refused.
     """
-    from prednet_keras import evaluate
+    from prednet_keras.evaluate import files, model_refs, prediction, scoring
 
     # A model is evaluated in float32 unless --precision says otherwise, whatever precision it trained in
     # (its weights are float32 either way).
@@ -62,7 +62,7 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
         problem = runtime.precision_problem(precision)
         if problem is not None:
             raise click.ClickException(f"--precision {precision} is not available here: {problem}.")
-    refs = evaluate.resolve_models(models)
+    refs = model_refs.resolve_models(models)
     suffix = _suffix(data, nt, extrap_start)
     several = len(refs) > 1
     targets = []
@@ -80,18 +80,18 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
     results = []
     for ref, target in zip(refs, targets):
         started = time.perf_counter()
-        model = evaluate.load_run_model(ref)
-        if evaluate.is_image_model(model):
+        model = model_refs.load_run_model(ref)
+        if prediction.is_image_model(model):
             # A --model autoencoder run: reconstruction MSE on MNIST's test set, and a grid.
             if extrap_start is not None or nt or precision != "float32":
                 raise click.UsageError(f"{ref.name} is an autoencoder: --nt, --extrap-start and --precision do not apply.")
-            ae_scores = evaluate.evaluate_autoencoder(model, data, target, plots=plots)
+            ae_scores = prediction.evaluate_autoencoder(model, data, target, plots=plots)
             click.echo(
                 f"{ref.name}: autoencoder test MSE {ae_scores['test_mse']:.6f} vs mean image "
                 f"{ae_scores['mean_image_test_mse']:.6f} on {ae_scores['test_images']} images -> {target}"
             )
             continue
-        model_nt, frame_shape = evaluate.model_geometry(model)
+        model_nt, frame_shape = prediction.model_geometry(model)
         use_nt = nt or model_nt or 10
         if extrap_start is not None and extrap_start >= use_nt:
             raise click.UsageError(
@@ -101,34 +101,34 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
         size = tuple(frame_shape[:2]) if None not in frame_shape[:2] else None
         key = (use_nt, size)
         if key not in cache:
-            cache[key] = evaluate.load_sequences(data, use_nt, size)
+            cache[key] = prediction.load_sequences(data, use_nt, size)
         X, data_info = cache[key]
-        Xhat = evaluate.predict(model, X, nt=use_nt, extrap_start=extrap_start, batch_size=batch_size, jit_compile=xla,
+        Xhat = prediction.predict(model, X, nt=use_nt, extrap_start=extrap_start, batch_size=batch_size, jit_compile=xla,
                                 precision=precision)
-        scores = evaluate.compute_scores(X, Xhat, extrap_start)
+        scores = scoring.compute_scores(X, Xhat, extrap_start)
         scores["model"] = {
             "name": ref.name,
             "path": str(ref.path),
             "run_folder": str(ref.run_folder) if ref.run_folder else None,
-            "checksum": evaluate.file_checksum(ref.path),
+            "checksum": model_refs.file_checksum(ref.path),
         }
         scores["data"] = data_info
         scores["extrap_start"] = extrap_start
-        scores["environment"] = dict(evaluate.describe_environment(), precision=precision)
+        scores["environment"] = dict(prediction.describe_environment(), precision=precision)
         scores["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         scores["seconds"] = round(time.perf_counter() - started, 3)
-        evaluate.write_scores(target, scores, X, Xhat, plots=plots, name=ref.name, extrap_start=extrap_start)
+        files.write_scores(target, scores, X, Xhat, plots=plots, name=ref.name, extrap_start=extrap_start)
         results.append((ref.name, scores))
         precision_note = "" if precision == "float32" else f" ({precision})"
         click.echo(
             f"{ref.name}: MSE {scores['mse_model']:.6g} vs previous frame {scores['mse_prev']:.6g}: "
-            f"{evaluate.baseline_verdict(scores)}; SSIM {scores['ssim_model']:.4f}, PSNR {scores['psnr_model']:.2f} dB "
+            f"{scoring.baseline_verdict(scores)}; SSIM {scores['ssim_model']:.4f}, PSNR {scores['psnr_model']:.2f} dB "
             f"on {scores['sequences']} sequences{precision_note} -> {target}"
         )
     if several and len(results) > 1:
-        rows, _ = evaluate.write_comparison(comparison_dir, results)
+        rows, _ = files.write_comparison(comparison_dir, results)
         click.echo("")
-        click.echo(evaluate.comparison_text(rows), nl=False)
+        click.echo(files.comparison_text(rows), nl=False)
         click.echo(f"Comparison written to {comparison_dir}")
 
 
@@ -157,14 +157,14 @@ def _common_parent(refs):
 
 
 def _check_outputs(targets, comparison_dir, overwrite):
-    from prednet_keras import evaluate
+    from prednet_keras.evaluate import files
 
     if len({t.resolve() for t in targets}) != len(targets):
         raise click.UsageError("Two models would write to the same output folder; give -o.")
     if overwrite:
         return
     for target in targets:
-        existing = target / evaluate.SCORES_JSON
+        existing = target / files.SCORES_JSON
         if existing.exists():
             raise click.UsageError(f"{existing} exists; pass --overwrite to replace it, or -o elsewhere.")
     if comparison_dir is not None and (comparison_dir / "comparison.json").exists():

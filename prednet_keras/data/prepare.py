@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prednet_keras.data.arrays import ArraySource
 from prednet_keras.data.dataset import (
     DEFAULT_MEMORY_LIMIT,
     DatasetWriter,
@@ -21,7 +22,7 @@ from prednet_keras.data.dataset import (
 )
 from prednet_keras.data.errors import DataError
 from prednet_keras.data.scenes import DEFAULT_RATIO, DEFAULT_THRESHOLD, DEFAULT_WINDOW, SceneTracker
-from prednet_keras.data.sources import ArraySource, open_source
+from prednet_keras.data.sources import open_source
 from prednet_keras.data.transform import FrameTransform
 
 SCENE_MODES = ("auto", True, False)

@@ -7,7 +7,7 @@ import pytest
 
 import prednet_keras
 from prednet_keras.data import DataError, SequenceGenerator, embedded_dataset, open_dataset
-from prednet_keras.data.sources import sha256_of
+from prednet_keras.data.source_base import sha256_of
 
 README = Path(__file__).resolve().parents[2] / "data" / "README.md"
 

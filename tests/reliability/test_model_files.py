@@ -35,7 +35,8 @@ def test_a_model_with_nan_weights_is_refused_and_nan_predictions_have_no_score(t
 
     import prednet_keras
     from prednet_keras.cli.eval import main as eval_main
-    from prednet_keras.evaluate import EvalError, compute_scores
+    from prednet_keras.evaluate import EvalError
+    from prednet_keras.evaluate.scoring import compute_scores
     from prednet_keras.saving import save_model_atomically
 
     model = prednet_keras.build_training_model(nt=4, frame_shape=(16, 16, 3), stack_sizes=(3, 4),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from prednet_keras import runtime
+from prednet_keras import runtime, runtime_precision
 from prednet_keras.runtime import NOT_AVAILABLE, RuntimeConfig, RuntimeSetupError, environment_for
 
 RUNTIME_PY = Path(runtime.__file__)
@@ -55,10 +55,10 @@ def test_config_normalises_devices_and_round_trips():
 
 
 def test_a_gpu_without_bfloat16_is_named(monkeypatch):
-    monkeypatch.setattr(runtime, "_gpu_capability", lambda backend: (7, 0))
-    assert "compute capability 7.0" in runtime._bf16_gpu_problem("torch")
-    monkeypatch.setattr(runtime, "_gpu_capability", lambda backend: (9, 0))
-    assert runtime._bf16_gpu_problem("torch") is None
+    monkeypatch.setattr(runtime_precision, "_gpu_capability", lambda backend: (7, 0))
+    assert "compute capability 7.0" in runtime_precision._bf16_gpu_problem("torch")
+    monkeypatch.setattr(runtime_precision, "_gpu_capability", lambda backend: (9, 0))
+    assert runtime_precision._bf16_gpu_problem("torch") is None
 
 
 def test_interop_threads_follow_threads_except_on_jax():

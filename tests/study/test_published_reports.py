@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from prednet_keras.runs import _json_safe
+from prednet_keras.diskwrite import _json_safe
 from prednet_keras.study.report import ReportOptions, build_report
 
 ROOT = Path(__file__).resolve().parents[2]

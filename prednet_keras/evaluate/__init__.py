@@ -1,0 +1,8 @@
+"""Evaluating trained models on held-out video, as kitti_evaluate.py did: which models (model_refs),
+their predictions (prediction), the scores (scoring: the authors' MSE, SSIM, PSNR) and the files and plots
+written from them (files). EvalError, a model argument or setting that cannot be used, is shared by all."""
+
+
+
+class EvalError(ValueError):
+    """A model argument or evaluation setting that cannot be used."""

@@ -1,0 +1,287 @@
+"""The files of an evaluation: prediction_scores.json/.txt, the per-step plot, the Actual / Predicted grids
+of prediction_plots/, and the comparison of several models (json, csv, txt, png). Written atomically."""
+
+from pathlib import Path
+
+import numpy as np
+
+from prednet_keras import diskwrite
+from prednet_keras.evaluate.scoring import baseline_verdict
+
+__all__ = [
+    "COMPARISON_COLUMNS",
+    "PER_STEP_PLOT",
+    "PLOTS_DIR",
+    "SCORES_JSON",
+    "SCORES_TXT",
+    "comparison_rows",
+    "comparison_text",
+    "plot_comparison",
+    "plot_grid",
+    "plot_per_step",
+    "scores_text",
+    "write_comparison",
+    "write_scores",
+]
+
+SCORES_JSON = "prediction_scores.json"
+SCORES_TXT = "prediction_scores.txt"
+PLOTS_DIR = "prediction_plots"
+PER_STEP_PLOT = "per_step.png"
+
+
+def plot_sequences(count, plots):
+    """The test sequences drawn in prediction_plots/: `plots` of them, evenly spread."""
+    return [int(i) for i in np.unique(np.linspace(0, count - 1, min(plots, count)).round().astype(int))]
+
+
+def plot_name(number, sequence):
+    """prediction_plots/ file name: numbered 1, 2, ... and naming the test sequence drawn."""
+    return f"plot_{number:02d}_sequence_{sequence:03d}.png"
+
+
+def plot_note(sequences, count):
+    """What prediction_plots/ holds, for prediction_scores.txt."""
+    shown = ", ".join(str(i) for i in sequences)
+    return (f"{len(sequences)} of the {count} test sequences ({shown}), evenly spread; "
+            "plot_NN_sequence_III.png is plot NN, of test sequence III (from 0); rows Actual / Predicted")
+
+
+def scores_text(scores, name=None):
+    """prediction_scores.txt: kitti_evaluate.py's two lines, then the rest."""
+    lines = [
+        f"Model MSE: {scores['mse_model']:f}",
+        f"Previous Frame MSE: {scores['mse_prev']:f}",
+        "",
+    ]
+    if name:
+        lines.append(f"model: {name}")
+    lines += [
+        f"sequences: {scores['sequences']} x {scores['nt']} frames of {'x'.join(map(str, scores['frame_shape']))}"
+        " (first step not scored)",
+        f"MSE   model {scores['mse_model']:.6g}   previous frame {scores['mse_prev']:.6g}"
+        + (f"   ratio {scores['mse_ratio']:.3f}" if scores.get("mse_ratio") is not None else ""),
+        f"      {baseline_verdict(scores)}",
+        f"SSIM  model {scores['ssim_model']:.4f}   previous frame {scores['ssim_prev']:.4f}",
+        f"PSNR  model {scores['psnr_model']:.2f} dB   previous frame {scores['psnr_prev']:.2f} dB",
+    ]
+    extrap = scores.get("extrapolation")
+    if extrap:
+        lines += [
+            "",
+            f"extrapolation from step {extrap['start']} ({extrap['steps']} steps predicted from predictions):",
+            f"MSE   model {extrap['mse_model']:.6g}   last seen frame {extrap['mse_last_seen']:.6g}",
+            f"SSIM  model {extrap['ssim_model']:.4f}   last seen frame {extrap['ssim_last_seen']:.4f}",
+            f"PSNR  model {extrap['psnr_model']:.2f} dB   last seen frame {extrap['psnr_last_seen']:.2f} dB",
+        ]
+    plotted = scores.get("plots")
+    if plotted:
+        lines += ["", f"{PLOTS_DIR}/: {plot_note(plotted, scores['sequences'])}"]
+    per = scores["per_step"]
+    lines += ["", "per time step:", f"{'t':>3} {'MSE model':>11} {'MSE prev':>11} {'SSIM model':>10} {'PSNR model':>10}"]
+    for t in per["t"]:
+        prev = per["mse_prev"][t]
+        lines.append(
+            f"{t:>3} {per['mse_model'][t]:>11.6f} {'-' if prev is None else format(prev, '.6f'):>11} "
+            f"{per['ssim_model'][t]:>10.4f} {per['psnr_model'][t]:>10.2f}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _figure(width, height):
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100)
+
+
+def _show_frame(axes, frame):
+    frame = np.clip(frame, 0, 1)
+    if frame.shape[-1] == 1:
+        axes.imshow(frame[..., 0], cmap="gray", vmin=0, vmax=1, interpolation="none")
+    else:
+        axes.imshow(frame, interpolation="none")
+    axes.set_xticks([])
+    axes.set_yticks([])
+
+
+def plot_grid(X, Xhat, path, extrap_start=None, title=None):
+    """One sequence as the original plots: 2 x nt frames, rows Actual / Predicted.
+
+    Args:
+        X: (nt, H, W, C) actual frames.
+        Xhat: (nt, H, W, C) predictions.
+        path: PNG to write (atomically).
+        extrap_start: columns from this step on are marked as extrapolated.
+        title: figure title.
+    """
+    nt = X.shape[0]
+    aspect = X.shape[1] / X.shape[2]
+    width = max(nt, 2) * 1.0
+    figure = _figure(width, 2 * (width / nt) * aspect * 1.06 + (0.45 if title else 0.3))
+    grid = figure.add_gridspec(2, nt, wspace=0.03, hspace=0.03)
+    for t in range(nt):
+        for row, frames in enumerate((X, Xhat)):
+            axes = figure.add_subplot(grid[row, t])
+            _show_frame(axes, frames[t])
+            extrapolated = extrap_start is not None and t >= extrap_start
+            if row == 0:
+                axes.set_title(f"t={t}", fontsize=7, color="tab:red" if extrapolated else "black")
+            if extrapolated and row == 1:
+                for spine in axes.spines.values():
+                    spine.set_edgecolor("tab:red")
+                    spine.set_linewidth(1.5)
+            if t == 0:
+                axes.set_ylabel("Actual" if row == 0 else "Predicted", fontsize=8)
+    if title:
+        figure.suptitle(title, fontsize=8)
+    figure.subplots_adjust(left=0.04, right=0.995, bottom=0.01, top=0.86 if title else 0.9)
+    diskwrite.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+
+
+def plot_per_step(scores, path, title=None):
+    """MSE per time step, model vs previous frame (and last seen frame when extrapolating)."""
+    per = scores["per_step"]
+    figure = _figure(6, 3.6)
+    axes = figure.subplots()
+    axes.plot(per["t"][1:], per["mse_model"][1:], "o-", label="model")
+    axes.plot(per["t"][1:], per["mse_prev"][1:], "s--", label="previous frame")
+    extrap = scores.get("extrapolation")
+    if extrap:
+        T = extrap["start"]
+        axes.plot(per["t"][T:], extrap["per_step_mse_last_seen"][T:], "^:", label="last seen frame")
+        axes.axvspan(T - 0.5, per["t"][-1] + 0.5, color="tab:red", alpha=0.07, label="extrapolated")
+    axes.set_xlabel("time step t")
+    axes.set_ylabel("MSE")
+    axes.set_title(title or "prediction error per time step", fontsize=9)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    diskwrite.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+
+
+def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_start=None):
+    """Writes prediction_scores.json/.txt, per_step.png and prediction_plots/.
+
+    Args:
+        folder: output folder (created).
+        scores: from compute_scores (plus any context to keep in the JSON).
+        X, Xhat: the frames and predictions, for the grids (None: no grids).
+        plots: number of sequences to draw (evenly spread over the test set).
+        name: model name for titles.
+        extrap_start: marks extrapolated steps in the grids.
+
+    Returns:
+        List of the files written.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [folder / SCORES_JSON, folder / SCORES_TXT, folder / PER_STEP_PLOT]
+    if X is not None and plots:
+        scores = dict(scores, plots=plot_sequences(len(X), plots))
+    diskwrite.atomic_write_json(written[0], scores)
+    diskwrite.atomic_write(written[1], scores_text(scores, name))
+    plot_per_step(scores, written[2], title=name)
+    if X is not None and plots:
+        plot_dir = folder / PLOTS_DIR
+        plot_dir.mkdir(exist_ok=True)
+        for old in plot_dir.glob("plot_*.png"):
+            old.unlink()
+        for number, i in enumerate(plot_sequences(len(X), plots), start=1):
+            path = plot_dir / plot_name(number, i)
+            plot_grid(X[i], Xhat[i], path, extrap_start, title=f"{name or ''} test sequence {i}".strip())
+            written.append(path)
+    return written
+
+COMPARISON_COLUMNS = (
+    "model", "mse_model", "mse_prev", "mse_ratio", "ssim_model", "ssim_prev", "psnr_model", "psnr_prev",
+)
+
+
+def comparison_rows(results):
+    """One row per model for the comparison table.
+
+    Args:
+        results: list of (name, scores).
+    """
+    rows = []
+    for name, scores in results:
+        row = {"model": name}
+        row.update({k: scores.get(k) for k in COMPARISON_COLUMNS[1:]})
+        extrap = scores.get("extrapolation")
+        if extrap:
+            row["extrap_mse_model"] = extrap["mse_model"]
+            row["extrap_mse_last_seen"] = extrap["mse_last_seen"]
+        rows.append(row)
+    return rows
+
+
+def comparison_text(rows):
+    """An aligned text table of comparison rows, best MSE first."""
+    columns = [c for c in COMPARISON_COLUMNS]
+    if any("extrap_mse_model" in r for r in rows):
+        columns += ["extrap_mse_model", "extrap_mse_last_seen"]
+    cells = [columns] + [[_cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = []
+    for index, row in enumerate(cells):
+        lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))))
+        if index == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) >= 1 else f"{value:.6f}"
+    return str(value)
+
+
+def plot_comparison(rows, path):
+    """Bar chart: MSE of each model, previous-frame MSE as a marker per model."""
+    figure = _figure(max(5, 1.1 * len(rows) + 2), 3.8)
+    axes = figure.subplots()
+    x = np.arange(len(rows))
+    axes.bar(x, [r["mse_model"] for r in rows], color="tab:blue", label="model MSE")
+    axes.scatter(x, [r["mse_prev"] for r in rows], color="tab:orange", marker="_", s=600, linewidths=2.5,
+                 label="previous-frame MSE", zorder=3)
+    axes.set_xticks(x)
+    axes.set_xticklabels([r["model"] for r in rows], rotation=20 if len(rows) > 3 else 0, ha="right" if len(rows) > 3 else "center", fontsize=8)
+    axes.set_ylabel("MSE (frames after the first)")
+    axes.set_title("next-frame prediction error", fontsize=9)
+    axes.grid(axis="y", alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    diskwrite.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+
+
+def write_comparison(folder, results):
+    """Writes comparison.json, .csv, .txt and .png for several models.
+
+    Args:
+        folder: output folder (created).
+        results: list of (name, scores).
+
+    Returns:
+        (rows, list of files written).
+    """
+    import csv
+    import io
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = sorted(comparison_rows(results), key=lambda r: (r["mse_model"] is None, r["mse_model"]))
+    diskwrite.atomic_write_json(folder / "comparison.json", rows)
+    buffer = io.StringIO()
+    fields = list(rows[0].keys()) if rows else list(COMPARISON_COLUMNS)
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    diskwrite.atomic_write(folder / "comparison.csv", buffer.getvalue())
+    diskwrite.atomic_write(folder / "comparison.txt", comparison_text(rows))
+    plot_comparison(rows, folder / "comparison.png")
+    return rows, [folder / n for n in ("comparison.json", "comparison.csv", "comparison.txt", "comparison.png")]

@@ -1,0 +1,120 @@
+"""The in-process switches of each backend (devices, threads, determinism, cuDNN, TF32, oneDNN), applied
+by runtime.configure after the environment is set, and the advice given when a GPU was asked for and the
+backend sees none. Imports only the backend being configured, when asked."""
+
+import os
+
+from prednet_keras.runtime_process import _GPU_PLATFORMS, RuntimeSetupError
+
+
+def _apply_tensorflow(config):
+    import tensorflow as tf
+
+    try:
+        if config.device_kind == "cpu":
+            tf.config.set_visible_devices([], "GPU")
+        else:
+            gpus = tf.config.list_physical_devices("GPU")
+            if not gpus:
+                cuda_build = tf.sysconfig.get_build_info().get("is_cuda_build", False)
+                raise RuntimeSetupError(
+                    f"Device {config.device} requested but TensorFlow sees no GPU "
+                    f"(CUDA build: {cuda_build}; CUDA_VISIBLE_DEVICES="
+                    f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Refusing to run on the CPU instead. "
+                    + _NO_GPU_ADVICE["tensorflow"]
+                )
+            for gpu in gpus:
+                tf.config.experimental.set_memory_growth(gpu, True)
+        if config.threads is not None:
+            tf.config.threading.set_intra_op_parallelism_threads(config.threads)
+        if config.effective_interop_threads is not None:
+            tf.config.threading.set_inter_op_parallelism_threads(config.effective_interop_threads)
+    except RuntimeError as error:
+        if isinstance(error, RuntimeSetupError):
+            raise
+        raise RuntimeSetupError(
+            f"TensorFlow has already started its runtime, so devices and threads are fixed: {error}. "
+            "Configure at the very start of the process."
+        ) from None
+
+    from tensorflow.python.framework import config as tf_config
+
+    if config.deterministic:
+        tf_config.enable_op_determinism()
+    else:
+        tf_config.disable_op_determinism()
+    if config.tf32 is not None:
+        tf.config.experimental.enable_tensor_float_32_execution(config.tf32)
+
+
+def _apply_torch(config):
+    import torch
+
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    if config.effective_interop_threads is not None:
+        try:
+            torch.set_num_interop_threads(config.effective_interop_threads)
+        except RuntimeError as error:
+            raise RuntimeSetupError(
+                f"torch has already run parallel work, so its interop threads are fixed: {error}. "
+                "Configure at the very start of the process."
+            ) from None
+    torch.use_deterministic_algorithms(config.deterministic)
+    torch.backends.cudnn.deterministic = config.deterministic
+    if config.deterministic:
+        # Autotuning picks kernels by timing, which differs from run to run.
+        torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.enabled = config.cudnn
+    if config.tf32 is not None:
+        torch.backends.cudnn.allow_tf32 = config.tf32
+        torch.backends.cuda.matmul.allow_tf32 = config.tf32
+    if config.onednn is not None:
+        torch.backends.mkldnn.enabled = config.onednn
+    if config.device_kind == "gpu" and not torch.cuda.is_available():
+        raise RuntimeSetupError(
+            f"Device {config.device} requested but torch sees no GPU (torch {torch.__version__}, "
+            f"CUDA {torch.version.cuda}; CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Refusing to run on the CPU instead. "
+            + _NO_GPU_ADVICE["torch"]
+        )
+
+
+def _apply_jax(config):
+    import jax
+
+    if config.tf32 is not None:
+        # Applies to convolutions as well as matrix products (both take `precision`).
+        jax.config.update("jax_default_matmul_precision", "tensorfloat32" if config.tf32 else "highest")
+    try:
+        devices = jax.devices()
+    except Exception as error:  # no CUDA plugin or no GPU: RuntimeError or AssertionError
+        raise RuntimeSetupError(
+            f"JAX could not start the {os.environ.get('JAX_PLATFORMS')!r} platform for device "
+            f"{config.device}: {type(error).__name__}: {error}. Refusing to run elsewhere. "
+            + (_NO_GPU_ADVICE["jax"] if config.device_kind == "gpu" else "")
+        ) from None
+    if config.device_kind == "gpu" and not any(d.platform in _GPU_PLATFORMS for d in devices):
+        raise RuntimeSetupError(
+            f"Device {config.device} requested but JAX sees only {[str(d) for d in devices]}. "
+            + _NO_GPU_ADVICE["jax"]
+        )
+
+# What to do when a GPU was asked for and the backend sees none.
+_NO_GPU_ADVICE = {
+    "tensorflow": (
+        "To train on a GPU, install TensorFlow with CUDA (pip install 'tensorflow[and-cuda]' on Linux with an "
+        "NVIDIA driver) or use --backend jax / --backend torch with their CUDA builds; or drop --device gpu "
+        "to train on the CPU."
+    ),
+    "torch": (
+        "To train on a GPU, install a CUDA build of PyTorch (see pytorch.org for the pip command that matches "
+        "your driver) or use --backend jax; or drop --device gpu to train on the CPU."
+    ),
+    "jax": (
+        "To train on a GPU, install JAX with CUDA (pip install -U 'jax[cuda13]', or 'jax[cuda12]' for an older "
+        "driver) or use --backend torch; or drop --device gpu to train on the CPU."
+    ),
+}
+
+_APPLY = {"tensorflow": _apply_tensorflow, "jax": _apply_jax, "torch": _apply_torch}

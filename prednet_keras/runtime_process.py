@@ -1,0 +1,88 @@
+"""This process's runtime facts that the runtime modules share: the backends, the error that refuses a
+set-up, the one configuration a process gets, the CPUs it may use, whether a framework it runs already fixed
+its settings, and pinning it to CPUs (how JAX threads are set). No framework at import."""
+
+import os
+import sys
+
+BACKENDS = ("tensorflow", "jax", "torch")
+NOT_AVAILABLE = "not available"
+
+_GPU_PLATFORMS = ("gpu", "cuda", "rocm")
+
+# One configuration per process; configure() remembers it.
+_CONFIGURED = {"config": None, "effective": None}
+
+
+class RuntimeSetupError(RuntimeError):
+    """A run cannot be set up as requested (unsupported, too late, or not in force)."""
+
+
+def _available_cpus():
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _jax_initialised():
+    """Whether JAX has already created its device backends (then flags are fixed)."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+
+        return bool(getattr(xla_bridge, "_backends", {}))
+    except Exception:  # private API moved: assume the worst
+        return True
+
+
+def _check_process_state(config, target, changed):
+    """Raises when this process already runs a framework the config cannot reach."""
+    keras = sys.modules.get("keras")
+    if keras is not None:
+        try:
+            active = keras.backend.backend()
+        except Exception:  # partially imported keras
+            active = os.environ.get("KERAS_BACKEND")
+        if active != config.backend:
+            raise RuntimeSetupError(
+                f"Keras is already imported with the {active} backend; this process cannot "
+                f"switch to {config.backend}. Start a fresh process with environment_for(config)."
+            )
+    framework = config.backend
+    late = [key for key in changed if key != "KERAS_BACKEND" and not key.startswith("PREDNET_")]
+    if framework in sys.modules and late:
+        details = ", ".join(
+            f"{key}: {os.environ.get(key)!r} -> {target.get(key)!r}" for key in late
+        )
+        raise RuntimeSetupError(
+            f"{framework} is already imported, and it reads these environment variables when it "
+            f"starts, so they can no longer change: {details}. Start the run in a fresh process "
+            f"whose environment comes from environment_for(config)."
+        )
+    if config.backend == "jax" and config.threads is not None and _jax_initialised():
+        raise RuntimeSetupError(
+            "JAX has already created its devices; CPU affinity (how JAX threads are set) must be "
+            "applied before that. Configure at the very start of the process."
+        )
+
+
+def _pin_cpus(count):
+    """Pins every thread of this process to the first `count` allowed CPUs.
+
+    Threads created earlier (BLAS pools started by numpy) are pinned too, since
+    sched_setaffinity(0) only covers the calling thread and its future children.
+    """
+    allowed = sorted(os.sched_getaffinity(0))
+    chosen = set(allowed[:count])
+    try:
+        tasks = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tasks = []
+    for tid in tasks:
+        try:
+            os.sched_setaffinity(tid, chosen)
+        except OSError:  # a thread that ended meanwhile
+            pass
+    os.sched_setaffinity(0, chosen)
+    return sorted(chosen)
