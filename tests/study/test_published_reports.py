@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from prednet_keras.runs import _json_safe
-from prednet_keras.study.report import ReportOptions, build_report
+from prednet_keras.study.report import ReportOptions, build_report, make_report
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = sorted(p.relative_to(ROOT) for p in (ROOT / "docs").glob("**/report/report.json"))
@@ -46,6 +46,22 @@ def test_published_report_is_recomputed_from_the_committed_runs(path, monkeypatc
     options = ReportOptions(**{**published["options"], "plots": False})
     report, _ = build_report(published["inputs"], options)
     assert _comparable(report) == _comparable(published)
+
+
+@pytest.mark.parametrize("path", PUBLISHED, ids=str)
+def test_published_report_regenerates_byte_identical(path, monkeypatch, tmp_path):
+    """Every file of a published report (report.md, report.json, the plots) is made again, byte for byte,
+    from its committed runs: only the creation time is taken from the published report.json."""
+    import time
+
+    monkeypatch.chdir(ROOT)
+    published = json.loads(path.read_text())
+    created = published["created"]
+    monkeypatch.setattr(time, "strftime", lambda fmt, *args: created)
+    make_report(published["inputs"], tmp_path, ReportOptions(**published["options"]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(published["files"])
+    for name in published["files"]:
+        assert (tmp_path / name).read_bytes() == (path.parent / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("model", ["autoencoder", "prednet"])
