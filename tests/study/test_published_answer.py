@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from prednet_keras import runs as run_folders
-from prednet_keras.study import archive, stats
-from prednet_keras.study.report import Run, find_run_folders
+from prednet_keras.study import archive, comparisons, stats
+from prednet_keras.study.run_records import Run, find_run_folders
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = ROOT / "docs" / "study"
@@ -73,7 +73,7 @@ def _per_seed(runs):
 def _compare(values, margin):
     """compare_configurations over a study's configurations, as the report forms them (sorted by name)."""
     names = sorted(values)
-    result = stats.compare_configurations({n: list(values[n].values()) for n in names},
+    result = comparisons.compare_configurations({n: list(values[n].values()) for n in names},
                                           seeds={n: list(values[n]) for n in names}, margin=margin)
     return result, {(p["a"], p["b"]): p for p in result["pairs"]}
 

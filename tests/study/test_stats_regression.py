@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prednet_keras.study import stats
+from prednet_keras.study import comparisons, curve_tests, power, stats
 
 PINS = Path(__file__).with_name("stats_pins.json")
 A = [0.0123, 0.0131, 0.0118, 0.0142, 0.0127, 0.0135, 0.0121, 0.0139]
@@ -41,27 +41,27 @@ def compute():
         "mann_whitney": stats.mann_whitney(A, C),
         "levene": stats.levene_test(A, C),
         "hedges_g": stats.hedges_g(A, C),
-        "power_difference": [stats.power_difference(n, 1.0, 0.5) for n in (2, 5, 17, 64)],
-        "power_difference_paired": [stats.power_difference(n, 0.3, 0.2, paired=True) for n in (3, 10, 30)],
-        "power_equivalence": [stats.power_equivalence(n, 1.0, 0.5) for n in (2, 10, 70, 100)],
-        "power_equivalence_shift": [stats.power_equivalence(n, 1.0, 0.5, paired=True, true_difference=0.1)
+        "power_difference": [power.power_difference(n, 1.0, 0.5) for n in (2, 5, 17, 64)],
+        "power_difference_paired": [power.power_difference(n, 0.3, 0.2, paired=True) for n in (3, 10, 30)],
+        "power_equivalence": [power.power_equivalence(n, 1.0, 0.5) for n in (2, 10, 70, 100)],
+        "power_equivalence_shift": [power.power_equivalence(n, 1.0, 0.5, paired=True, true_difference=0.1)
                                     for n in (10, 60)],
-        "power_far_tail": [stats.power_difference(5000, 1.0, 1.0), stats.power_equivalence(100000, 1.0, 0.5)],
-        "seeds_needed_difference": [stats.seeds_needed_difference(1.0, d) for d in (0.2, 0.5, 1.0)]
-        + [stats.seeds_needed_difference(1.0, 0.5, paired=True),
-           stats.seeds_needed_difference(1.0, 0.5, alpha=0.01, power=0.9)],
-        "seeds_needed_equivalence": [stats.seeds_needed_equivalence(1.0, m) for m in (0.2, 0.5, 1.0)]
-        + [stats.seeds_needed_equivalence(1.0, 0.5, paired=True),
-           stats.seeds_needed_equivalence(1.0, 0.5, true_difference=0.2)],
+        "power_far_tail": [power.power_difference(5000, 1.0, 1.0), power.power_equivalence(100000, 1.0, 0.5)],
+        "seeds_needed_difference": [power.seeds_needed_difference(1.0, d) for d in (0.2, 0.5, 1.0)]
+        + [power.seeds_needed_difference(1.0, 0.5, paired=True),
+           power.seeds_needed_difference(1.0, 0.5, alpha=0.01, power=0.9)],
+        "seeds_needed_equivalence": [power.seeds_needed_equivalence(1.0, m) for m in (0.2, 0.5, 1.0)]
+        + [power.seeds_needed_equivalence(1.0, 0.5, paired=True),
+           power.seeds_needed_equivalence(1.0, 0.5, true_difference=0.2)],
     }
     rng = np.random.default_rng(7)
     ca = rng.normal(size=(6, 4))
     cb = ca + rng.normal(0.3, 0.5, size=(6, 4))
-    cases["curves_paired"] = stats.compare_curves(ca, cb, paired=True)
-    cases["curves_independent"] = stats.compare_curves(ca, cb[:5] + 0.5)
-    cases["curves_independent_random"] = stats.compare_curves(
+    cases["curves_paired"] = curve_tests.compare_curves(ca, cb, paired=True)
+    cases["curves_independent"] = curve_tests.compare_curves(ca, cb[:5] + 0.5)
+    cases["curves_independent_random"] = curve_tests.compare_curves(
         rng.normal(size=(9, 3)), rng.normal(size=(8, 3)), permutations=200, rng=np.random.default_rng(3))
-    cases["compare_configurations"] = stats.compare_configurations(
+    cases["compare_configurations"] = comparisons.compare_configurations(
         {"x": A, "y": B, "z": C}, seeds={"x": list(range(8)), "y": list(range(8)), "z": list(range(5))})
     return _plain(cases)
 
