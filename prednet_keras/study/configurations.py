@@ -253,6 +253,14 @@ def _generated_name(settings, varying):
     return "-".join(parts)
 
 
+def _clashes(records, field):
+    """[(value, records)] for each value of record[field] that more than one record has, in first-seen order."""
+    groups = {}
+    for record in records:
+        groups.setdefault(record[field], []).append(record)
+    return [(value, same) for value, same in groups.items() if len(same) > 1]
+
+
 def _name_configurations(records):
     """Gives every configuration record an id: the name its runs' spec gave it
     (study.configuration), else one made from its settings; the machine is
@@ -272,15 +280,11 @@ def _name_configurations(records):
                if len({canonical(r["settings"].get(key)) for r in unnamed}) > 1}
     for record in unnamed:
         record["id"] = _generated_name(record["settings"], varying)
-    taken = {}
-    for record in records:
-        taken.setdefault(record["id"], []).append(record)
-    for name, same in taken.items():
-        if len(same) > 1:
-            # Same settings on other hardware or software: the machine tells them apart.
-            for record in same:
-                where = _machine_name(record["settings"], record["machine"])
-                record["id"] = f"{name}@{_slug(where or 'unknown')[:24]}"
+    for name, same in _clashes(records, "id"):
+        # Same settings on other hardware or software: the machine tells them apart.
+        for record in same:
+            where = _machine_name(record["settings"], record["machine"])
+            record["id"] = f"{name}@{_slug(where or 'unknown')[:24]}"
     final = {}
     for record in sorted(records, key=lambda r: (r["id"], r["label"], r["key"])):
         if record["id"] in final:
@@ -313,16 +317,12 @@ def group_configurations(runs):
                                                                 "jit_compile")},
             "runs": members,
         })
-    labels = {}
-    for record in records:
-        labels.setdefault(record["label"], []).append(record)
-    for label, same in labels.items():
-        if len(same) > 1:
-            # Same settings, library version and hardware: the rest of the software tells them apart.
-            for record in same:
-                m = record["machine"]
-                extra = [f"keras {m.get('keras_version')}"] + [f"{k} {m[k]}" for k in ("cuda", "cudnn") if m.get(k)]
-                record["label"] = f"{label} ({', '.join(extra)})"
+    for label, same in _clashes(records, "label"):
+        # Same settings, library version and hardware: the rest of the software tells them apart.
+        for record in same:
+            m = record["machine"]
+            extra = [f"keras {m.get('keras_version')}"] + [f"{k} {m[k]}" for k in ("cuda", "cudnn") if m.get(k)]
+            record["label"] = f"{label} ({', '.join(extra)})"
     if len({r["label"] for r in records}) != len(records):
         for record in records:
             record["label"] += f" #{hashlib.sha256(record['key'].encode()).hexdigest()[:6]}"

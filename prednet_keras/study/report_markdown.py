@@ -166,9 +166,7 @@ def protocol_markdown(section, several):
 
     curves = section.get("curves")
     if curves:
-        lines += [f"{level} Loss curves", ""]
-        if "loss_curves" in plots:
-            lines += [f"![loss curves]({plots['loss_curves']})", ""]
+        lines += _heading(level, "Loss curves", plots, "loss_curves", "loss curves")
         lines.append(f"Per-step training loss averaged in {len(curves['checkpoints'])} bins ending at steps "
                      f"{', '.join(map(str, curves['checkpoints']))}; each bin tested per pair, "
                      f"{'max-t permutation' if curves['method'] == 'maxt' else 'Holm'} across the bins, Holm across pairs.")
@@ -185,9 +183,7 @@ def protocol_markdown(section, several):
             lines.append("")
     divergence = section.get("divergence")
     if divergence:
-        lines += [f"{level} Divergence", ""]
-        if "divergence" in plots:
-            lines += [f"![divergence]({plots['divergence']})", ""]
+        lines += _heading(level, "Divergence", plots, "divergence", "divergence")
         lines += ["RMS distance between trajectories (weights or probe predictions, as the runs stored them) of "
                   "runs with the same seed.", "", "| what | seeds | first step apart | final median distance |",
                   "| --- | --- | --- | --- |"]
@@ -205,4 +201,12 @@ def protocol_markdown(section, several):
         lines.append(f"- **{c['id']}** {c['label']}: requested {json.dumps(c['settings'])}; effective "
                      f"{json.dumps(c['effective'])}; machine {json.dumps(c['machine'])}; from {', '.join(c['sources'])}.")
     lines.append("")
+    return lines
+
+
+def _heading(level, title, plots, plot, alt):
+    """A section's heading, then its plot when one was drawn."""
+    lines = [f"{level} {title}", ""]
+    if plot in plots:
+        lines += [f"![{alt}]({plots[plot]})", ""]
     return lines
