@@ -18,6 +18,7 @@ between trajectories).
 """
 
 import math
+import warnings
 
 import numpy as np
 from scipy import special, stats
@@ -176,14 +177,36 @@ def welch_test(a, b, alpha=ALPHA):
         return {"difference": mean_difference(a, b), "se": math.nan, "t": math.nan, "df": math.nan,
                 "p": math.nan, "ci": [math.nan, math.nan]}
     diff = float(a.mean() - b.mean())
-    qa, qb = a.var(ddof=1) / na, b.var(ddof=1) / nb
-    se = math.sqrt(qa + qb)
-    # Welch-Satterthwaite; with no spread at all, fall back to the pooled df.
-    df = (qa + qb) ** 2 / (qa**2 / (na - 1) + qb**2 / (nb - 1)) if se > 0 else float(na + nb - 2)
-    t = safe_ratio(diff, se)
-    p = float(2 * stats.t.sf(abs(t), df))
-    half = float(stats.t.ppf(1 - alpha / 2, df)) * se
-    return {"difference": diff, "se": se, "t": float(t), "df": float(df), "p": p, "ci": [diff - half, diff + half]}
+    se = math.sqrt(a.var(ddof=1) / na + b.var(ddof=1) / nb)
+    if se == 0:
+        # With no spread at all, fall back to the pooled df.
+        return {"difference": diff, "se": se, **_no_spread(diff, float(na + nb - 2))}
+    result = _quiet(stats.ttest_ind, a, b, equal_var=False)
+    return {"difference": diff, "se": se, **_t_result(result, alpha)}
+
+
+def _quiet(test, *args, **kwargs):
+    """A SciPy t-test without its warning on nearly identical data: near-identical arms are what this study
+    often compares, the warning (given where the spread is tiny against the mean) would repeat for
+    every such pair, and the numbers are what the hand-written formulas gave (tests/study/stats_pins.json,
+    "nearly_identical_*"). A spread of exactly 0 never reaches SciPy (_no_spread)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Precision loss occurred in moment calculation", category=RuntimeWarning)
+        return test(*args, **kwargs)
+
+
+def _t_result(result, alpha):
+    """t, df, p and the (1 - alpha) CI of a SciPy t-test result (TtestResult)."""
+    ci = result.confidence_interval(1 - alpha)
+    return {"t": float(result.statistic), "df": float(result.df), "p": float(result.pvalue),
+            "ci": [float(ci.low), float(ci.high)]}
+
+
+def _no_spread(diff, df):
+    """A t-test's numbers when the standard error is 0, where SciPy's t would be 0/0 or x/0 (NaN, inf with a
+    warning): the difference is exact, so t = 0 and p = 1 for no difference, else t = +/-inf and p = 0."""
+    t = float(safe_ratio(diff, 0.0))
+    return {"t": t, "df": df, "p": 1.0 if t == 0 else 0.0, "ci": [diff, diff]}
 
 
 def mean_difference(a, b):
@@ -213,10 +236,11 @@ def paired_test(a, b, alpha=ALPHA):
         return out
     sd = float(d.std(ddof=1))
     se = sd / math.sqrt(n)
-    t = safe_ratio(out["difference"], se)
-    half = float(stats.t.ppf(1 - alpha / 2, n - 1)) * se
-    out.update(sd=sd, se=se, t=float(t), df=float(n - 1), p=float(2 * stats.t.sf(abs(t), n - 1)),
-               ci=[out["difference"] - half, out["difference"] + half])
+    out.update(sd=sd, se=se)
+    if se == 0:
+        out.update(_no_spread(out["difference"], float(n - 1)))
+    else:
+        out.update(_t_result(_quiet(stats.ttest_rel, a, b), alpha))
     if np.all(d == 0):
         out["wilcoxon_p"] = 1.0
     else:
@@ -309,9 +333,17 @@ def tost_welch(a, b, margin, alpha=ALPHA):
         (H0: diff <= -margin), p_upper (H0: diff >= margin), ci (1 - 2 alpha),
         df. Equivalence is shown when p < alpha, i.e. the CI lies inside +/- margin.
     """
-    a, b = finite_values(a), finite_values(b)
     welch = welch_test(a, b, alpha=2 * alpha)
-    return _tost(welch["difference"], welch["se"], welch["df"], margin, alpha)
+
+    # SciPy's ttest_ind tests a difference of 0 only. Shifting b by the margin instead would round the
+    # margin against the values' last digits (relative error about ulp(value) / margin: 5e-3 for values
+    # near 0.01 and a margin of 1e-15, stats_pins.json "nearly_identical_tost_welch"), so Welch's
+    # difference, SE and df (SciPy's) go to SciPy's t distribution directly.
+    def one_sided(shift, alternative):
+        t = (welch["difference"] + shift) / welch["se"]
+        return stats.t.sf(t, welch["df"]) if alternative == "greater" else stats.t.cdf(t, welch["df"])
+
+    return _tost(welch, margin, one_sided)
 
 
 def tost_paired(a, b, margin, alpha=ALPHA):
@@ -326,25 +358,38 @@ def tost_paired(a, b, margin, alpha=ALPHA):
         as tost_welch.
     """
     paired = paired_test(a, b, alpha=2 * alpha)
-    return _tost(paired["difference"], paired["se"], paired["df"], margin, alpha)
+
+    def one_sided(shift, alternative):
+        return _quiet(stats.ttest_1samp, finite_values(a) - finite_values(b), -shift, alternative=alternative).pvalue
+
+    return _tost(paired, margin, one_sided)
 
 
-def _tost(diff, se, df, margin, alpha):
+def _tost(test, margin, one_sided):
+    """TOST from a t-test's dict (difference, se, df and its (1 - 2 alpha) ci) and one_sided(shift,
+    alternative): SciPy's one-sided p-value of the difference plus shift against 0."""
+    diff, se, df = test["difference"], test["se"], test["df"]
     out = {"margin": json_float(margin), "difference": diff, "p": math.nan, "p_lower": math.nan,
            "p_upper": math.nan, "ci": [math.nan, math.nan], "df": df}
     if margin is None or not math.isfinite(margin) or margin < 0 or not math.isfinite(se) or not math.isfinite(df):
         return out
-    t_lower = safe_ratio(diff + margin, se)
-    t_upper = safe_ratio(diff - margin, se)
-    p_lower = float(stats.t.sf(t_lower, df))
-    p_upper = float(stats.t.cdf(t_upper, df))
-    half = float(stats.t.ppf(1 - alpha, df)) * se
-    out.update(p=max(p_lower, p_upper), p_lower=p_lower, p_upper=p_upper, ci=[diff - half, diff + half])
+    if se == 0:
+        # No spread (SciPy's t would be NaN): each one-sided t is +/-inf or 0, whose p the t distribution gives.
+        p_lower = float(stats.t.sf(safe_ratio(diff + margin, se), df))
+        p_upper = float(stats.t.cdf(safe_ratio(diff - margin, se), df))
+    else:
+        p_lower = float(one_sided(margin, "greater"))  # H0: difference <= -margin
+        p_upper = float(one_sided(-margin, "less"))  # H0: difference >= +margin
+    out.update(p=max(p_lower, p_upper), p_lower=p_lower, p_upper=p_upper, ci=list(test["ci"]))
     return out
 
 
 def holm(pvalues):
     """Holm's step-down adjustment (family-wise error control).
+
+    Written here, not taken from statsmodels (multipletests(method="holm") gives the same numbers): SciPy,
+    which the study already needs, has no Holm, and statsmodels is installed neither here nor on the GPU
+    machine that makes reports without a network. Five lines do not justify a dependency.
 
     Args:
         pvalues: sequence of p-values; NaN entries stay NaN and do not count
