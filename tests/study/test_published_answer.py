@@ -2,7 +2,7 @@
 
 Every number in README.md's "### The answer so far" and in the table of docs/study/README.md is recomputed
 here from the studies' runs.tar.xz: per-seed metrics from the run manifests, replicates averaged per seed,
-tests from prednet_keras.study.stats as `prednet-study report` makes them. A number in those texts that is
+tests from prednet_keras.study.stats and .comparisons as `prednet-study report` makes them. A number in those texts that is
 neither recomputed here nor one of the stated set-up facts below (frame sizes, thread counts, the margin
 given to the report) fails the test, so a stale or unmeasured number cannot stay.
 """
