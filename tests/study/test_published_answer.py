@@ -2,7 +2,7 @@
 
 Every number in README.md's "### The answer so far" and in the table of docs/study/README.md is recomputed
 here from the studies' runs.tar.xz: per-seed metrics from the run manifests, replicates averaged per seed,
-tests from prednet_keras.study.stats as `prednet-study report` makes them. A number in those texts that is
+tests from prednet_keras.study.stats and .comparisons as `prednet-study report` makes them. A number in those texts that is
 neither recomputed here nor one of the stated set-up facts below (frame sizes, thread counts, the margin
 given to the report) fails the test, so a stale or unmeasured number cannot stay.
 """
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from prednet_keras import runs as run_folders
-from prednet_keras.study import archive, stats
-from prednet_keras.study.report import Run, find_run_folders
+from prednet_keras.study import archive, comparisons, stats
+from prednet_keras.study.run_records import Run, find_run_folders
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = ROOT / "docs" / "study"
@@ -73,7 +73,7 @@ def _per_seed(runs):
 def _compare(values, margin):
     """compare_configurations over a study's configurations, as the report forms them (sorted by name)."""
     names = sorted(values)
-    result = stats.compare_configurations({n: list(values[n].values()) for n in names},
+    result = comparisons.compare_configurations({n: list(values[n].values()) for n in names},
                                           seeds={n: list(values[n]) for n in names}, margin=margin)
     return result, {(p["a"], p["b"]): p for p in result["pairs"]}
 

@@ -29,7 +29,13 @@ from prednet_keras.cli.study import main as study_cli  # noqa: E402
 from prednet_keras.study import one_run, ray_executor, runner  # noqa: E402
 from prednet_keras.study.spec import parse_spec  # noqa: E402
 
-from .test_study_run import SPEC, final_runs, partial_runs, processes_writing_to, study_command  # noqa: E402
+from .test_study_run import (  # noqa: E402
+    SPEC,
+    final_runs,
+    partial_runs,
+    processes_writing_to,
+    study_command,
+)
 
 # The end-to-end study's spec: 2 configurations (1 and 2 threads) x 2 seeds x 1 replicate.
 TINY = SPEC.replace("seeds = 3", "seeds = 2").replace("replicates = 2", "replicates = 1").replace(

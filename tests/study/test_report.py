@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from prednet_keras import runs
 from prednet_keras.cli.study import main
+from prednet_keras.study import configurations
 from prednet_keras.study import report as study_report
 from prednet_keras.study.report import ReportOptions, build_report, make_report
 
@@ -304,7 +305,7 @@ def test_cli(machines, tmp_path):
 
 
 def test_unrolling_the_loop_does_not_split_a_protocol():
-    from prednet_keras.study.report import protocol_identity
+    from prednet_keras.study.configurations import protocol_identity
 
     model = {"name": "prednet", "layer": "prednet_keras.layers.lotter.PredNet", "kwargs": {"stack_sizes": [3, 4]}}
     before = {"model": model, "schedule": {"epochs": 2}, "data": {"train": {"checksum": "sha256:1"}}}
@@ -315,7 +316,7 @@ def test_unrolling_the_loop_does_not_split_a_protocol():
 
 
 def test_augmented_runs_are_another_protocol_and_unaugmented_ones_are_not():
-    from prednet_keras.study.report import protocol_identity
+    from prednet_keras.study.configurations import protocol_identity
 
     model = {"name": "prednet", "layer": "prednet_keras.layers.lotter.PredNet", "kwargs": {"stack_sizes": [3, 4]}}
     before = {"model": model, "schedule": {"epochs": 2}, "data": {"train": {"checksum": "sha256:1"}}}
@@ -329,15 +330,15 @@ def test_augmented_runs_are_another_protocol_and_unaugmented_ones_are_not():
 
 
 def test_repeats_with_other_weights_but_the_same_metric_say_so():
-    from prednet_keras.study import stats
-    from prednet_keras.study.report import _determinism_cell
+    from prednet_keras.study import determinism_audit
+    from prednet_keras.study.report_wording import determinism_cell
 
-    audit = stats.determinism_audit(
+    audit = determinism_audit.determinism_audit(
         [{"seed": 0, "weights_checksum": "a", "curve_checksum": "x", "metric": 0.25},
          {"seed": 0, "weights_checksum": "b", "curve_checksum": "y", "metric": 0.25}],
         claims_determinism=False,
     )
-    assert _determinism_cell(audit) == "not deterministic (0/1 repeats identical; the metric itself equal)"
+    assert determinism_cell(audit) == "not deterministic (0/1 repeats identical; the metric itself equal)"
 
 
 def _named_run(root, name, seed, configuration, **kwargs):
@@ -406,12 +407,12 @@ def test_paired_pairs_lead_with_the_per_seed_differences(merged):
 
 
 def test_precision_names_a_configuration_and_older_runs_were_float32():
-    settings = study_report.configuration_settings
+    settings = configurations.configuration_settings
     base = {"backend": "jax", "device": "gpu", "threads": None, "deterministic": False}
     # Manifests from before `precision`, and float32 ones: the same configuration, as before.
     assert settings(base, {}) == settings(dict(base, precision="float32"), {})
     assert "precision" not in settings(base, {})
     bf16 = settings(dict(base, precision="mixed_bfloat16"), {})
     assert bf16["precision"] == "mixed_bfloat16" and bf16 != settings(base, {})
-    label = study_report.describe_settings(bf16, {"backend_version": "0.11"}, {"tf32": True, "tf32_applies": True})
+    label = configurations.describe_settings(bf16, {"backend_version": "0.11"}, {"tf32": True, "tf32_applies": True})
     assert "bfloat16 convolutions (mixed_bfloat16)" in label and "TF32" not in label and "precision=" not in label

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from prednet_keras.study import stats
+from prednet_keras.study import (
+    comparisons,
+    curve_tests,
+    determinism_audit,
+    divergence,
+    power,
+    stats,
+)
 
 
 def _pair(seed, n_a, n_b, shift=0.0, sd_b=1.0):
@@ -117,13 +124,13 @@ def test_holm_known_values():
 def test_seeds_needed_known_values():
     # Cohen's tables / G*Power: d = 0.5 needs 64 per group, d = 1 needs 17,
     # paired dz = 0.5 needs 34 (alpha 0.05 two-sided, power 0.8).
-    assert stats.seeds_needed_difference(1.0, 0.5) == 64
-    assert stats.seeds_needed_difference(1.0, 1.0) == 17
-    assert stats.seeds_needed_difference(1.0, 0.5, paired=True) == 34
+    assert power.seeds_needed_difference(1.0, 0.5) == 64
+    assert power.seeds_needed_difference(1.0, 1.0) == 17
+    assert power.seeds_needed_difference(1.0, 0.5, paired=True) == 34
     # study.md: 63-69 seeds per configuration for a 0.5 SD shift or equivalence.
-    assert 64 <= stats.seeds_needed_equivalence(1.0, 0.5) <= 72
-    assert stats.seeds_needed_equivalence(1.0, 0.5, true_difference=0.6) is None
-    assert stats.seeds_needed_difference(2.0, 1.0) == stats.seeds_needed_difference(1.0, 0.5)
+    assert 64 <= power.seeds_needed_equivalence(1.0, 0.5) <= 72
+    assert power.seeds_needed_equivalence(1.0, 0.5, true_difference=0.6) is None
+    assert power.seeds_needed_difference(2.0, 1.0) == power.seeds_needed_difference(1.0, 0.5)
 
 
 def test_power_formulas_match_simulation():
@@ -136,11 +143,11 @@ def test_power_formulas_match_simulation():
     df = 2 * n - 2
     critical = sps.t.ppf(0.95, df)
     equivalent = ((diff + margin) / se > critical) & ((diff - margin) / se < -critical)
-    assert equivalent.mean() == pytest.approx(stats.power_equivalence(n, 1.0, margin), abs=0.03)
+    assert equivalent.mean() == pytest.approx(power.power_equivalence(n, 1.0, margin), abs=0.03)
     shifted = b + margin
     t = (a.mean(1) - shifted.mean(1)) / se
     detected = np.abs(t) > sps.t.ppf(0.975, df)
-    assert detected.mean() == pytest.approx(stats.power_difference(n, 1.0, margin), abs=0.03)
+    assert detected.mean() == pytest.approx(power.power_difference(n, 1.0, margin), abs=0.03)
 
 
 # --------------------------------------------------------------- verdicts
@@ -149,7 +156,7 @@ def test_power_formulas_match_simulation():
 def test_identical_distributions_are_equivalent():
     rng = np.random.default_rng(10)
     groups = {"A": rng.normal(0, 1, 150), "B": rng.normal(0, 1, 150)}
-    result = stats.compare_configurations(groups)
+    result = comparisons.compare_configurations(groups)
     (pair,) = result["pairs"]
     assert result["margin"] == pytest.approx(0.5 * stats.pooled_sd(groups.values()))
     assert pair["verdict_kind"] == "equivalent"
@@ -160,7 +167,7 @@ def test_identical_distributions_are_equivalent():
 def test_planted_shift_is_detected():
     rng = np.random.default_rng(11)
     groups = {"cpu": rng.normal(0, 1, 30), "gpu": rng.normal(1.5, 1, 30), "gpu2": rng.normal(1.5, 1, 30)}
-    result = stats.compare_configurations(groups)
+    result = comparisons.compare_configurations(groups)
     by_pair = {(p["a"], p["b"]): p for p in result["pairs"]}
     assert by_pair["cpu", "gpu"]["verdict"] == "difference detected"
     assert by_pair["cpu", "gpu2"]["verdict"] == "difference detected"
@@ -175,13 +182,13 @@ def test_planted_shift_is_detected():
 def test_too_few_seeds_is_inconclusive_with_seeds_needed():
     rng = np.random.default_rng(12)
     groups = {"A": rng.normal(0, 1, 4), "B": rng.normal(0.2, 1, 4)}
-    (pair,) = stats.compare_configurations(groups)["pairs"]
+    (pair,) = comparisons.compare_configurations(groups)["pairs"]
     assert pair["verdict_kind"] == "inconclusive"
     needed = pair["power"]["seeds_needed"]
     # Margin = 0.5 pooled SD, so about 64-72 seeds per configuration.
     assert 60 <= needed <= 75
     assert pair["verdict"] == f"inconclusive: about {needed} seeds per configuration needed"
-    one = stats.compare_configurations({"A": [1.0], "B": [2.0, 3.0]})["pairs"][0]
+    one = comparisons.compare_configurations({"A": [1.0], "B": [2.0, 3.0]})["pairs"][0]
     assert one["verdict"] == "inconclusive: at least 2 seeds per configuration needed"
 
 
@@ -191,7 +198,7 @@ def test_fixed_margin_and_paired_design():
     a = seed_effect + rng.normal(0, 0.01, 20)
     b = seed_effect + rng.normal(0.005, 0.01, 20)
     seeds = list(range(20))
-    result = stats.compare_configurations({"A": a, "B": b[::-1]}, seeds={"A": seeds, "B": seeds[::-1]}, margin=0.05)
+    result = comparisons.compare_configurations({"A": a, "B": b[::-1]}, seeds={"A": seeds, "B": seeds[::-1]}, margin=0.05)
     (pair,) = result["pairs"]
     assert result["margin_rule"] == "fixed"
     assert pair["design"] == "paired" and pair["shared_seeds"] == 20
@@ -209,7 +216,7 @@ def test_fixed_margin_and_paired_design():
 def test_bit_identical_arms_are_equivalent():
     x = np.random.default_rng(14).normal(0, 1, 6)
     seeds = list(range(6))
-    (pair,) = stats.compare_configurations({"A": x, "B": x.copy()}, seeds={"A": seeds, "B": seeds})["pairs"]
+    (pair,) = comparisons.compare_configurations({"A": x, "B": x.copy()}, seeds={"A": seeds, "B": seeds})["pairs"]
     assert pair["verdict_kind"] == "identical"
     assert pair["verdict"] == "equivalent: identical results for each of the 6 seeds"
     assert pair["identical_seeds"] == {"shared": 6, "equal": 6}
@@ -222,18 +229,18 @@ def test_identical_needs_every_seed_identical():
     y = x.copy()
     y[3] += 1e-9
     seeds = list(range(6))
-    (pair,) = stats.compare_configurations({"A": x, "B": y}, seeds={"A": seeds, "B": seeds})["pairs"]
+    (pair,) = comparisons.compare_configurations({"A": x, "B": y}, seeds={"A": seeds, "B": seeds})["pairs"]
     assert pair["verdict_kind"] != "identical"
     assert pair["identical_seeds"] == {"shared": 6, "equal": 5}
     # Two seeds, unpaired-size, identical: still identical (no inference needed).
-    (pair,) = stats.compare_configurations({"A": x[:2], "B": x[:2].copy()}, seeds={"A": [0, 1], "B": [0, 1]})["pairs"]
+    (pair,) = comparisons.compare_configurations({"A": x[:2], "B": x[:2].copy()}, seeds={"A": [0, 1], "B": [0, 1]})["pairs"]
     assert pair["verdict_kind"] == "identical"
 
 
 def test_spread_change_is_noted():
     rng = np.random.default_rng(15)
     groups = {"A": rng.normal(0, 1, 40), "B": rng.normal(0, 5, 40)}
-    (pair,) = stats.compare_configurations(groups)["pairs"]
+    (pair,) = comparisons.compare_configurations(groups)["pairs"]
     assert any("spread differs" in note for note in pair["notes"])
 
 
@@ -242,21 +249,21 @@ def test_spread_change_is_noted():
 
 def test_determinism_audit():
     same = [{"seed": s, "weights_checksum": f"w{s}", "curve_checksum": f"c{s}"} for s in (0, 0, 1, 1, 2)]
-    audit = stats.determinism_audit(same, claims_determinism=True)
+    audit = determinism_audit.determinism_audit(same, claims_determinism=True)
     assert audit["status"] == "deterministic"
     assert (audit["repeats"], audit["identical"], audit["share"]) == (2, 2, 1.0)
 
     broken = same + [{"seed": 2, "weights_checksum": "other", "curve_checksum": "c2"}]
-    audit = stats.determinism_audit(broken, claims_determinism=True)
+    audit = determinism_audit.determinism_audit(broken, claims_determinism=True)
     assert audit["status"] == "defect"
     assert audit["share"] == pytest.approx(2 / 3)
     assert audit["differing_seeds"] == [2]
-    assert stats.determinism_audit(broken, claims_determinism=False)["status"] == "not deterministic"
+    assert determinism_audit.determinism_audit(broken, claims_determinism=False)["status"] == "not deterministic"
 
-    alone = stats.determinism_audit([{"seed": 0, "weights_checksum": "w", "curve_checksum": "c"}], True)
+    alone = determinism_audit.determinism_audit([{"seed": 0, "weights_checksum": "w", "curve_checksum": "c"}], True)
     assert alone["status"] == "not audited"
     curve_only = [{"seed": 0, "weights_checksum": None, "curve_checksum": "c"}] * 2
-    assert stats.determinism_audit(curve_only, True)["status"] == "deterministic"
+    assert determinism_audit.determinism_audit(curve_only, True)["status"] == "deterministic"
 
 
 def test_determinism_audit_measures_the_metric_difference_of_repeats():
@@ -266,20 +273,20 @@ def test_determinism_audit_measures_the_metric_difference_of_repeats():
     runs = [run(0, 0.5), run(0, 0.5 + 3e-6, "x"), run(0, 0.5 - 1e-6, "y"),  # against the first run, not each other
             run(1, 0.2), run(1, 0.2),
             run(2, 0.9)]  # no repeat
-    audit = stats.determinism_audit(runs, claims_determinism=False)
+    audit = determinism_audit.determinism_audit(runs, claims_determinism=False)
     assert audit["status"] == "not deterministic" and (audit["identical"], audit["audited"]) == (1, 3)
     assert audit["max_metric_difference"] == pytest.approx(3e-6)
     assert audit["metric_repeats"] == 3
     # A repeat without a metric (None, absent or not finite) is left out of it, not the audit.
     runs += [run(2, None, "z"), {"seed": 1, "weights_checksum": "q", "curve_checksum": "c1"}, run(0, math.nan)]
-    audit = stats.determinism_audit(runs, claims_determinism=False)
+    audit = determinism_audit.determinism_audit(runs, claims_determinism=False)
     assert audit["repeats"] == 6 and audit["metric_repeats"] == 3
     assert audit["max_metric_difference"] == pytest.approx(3e-6)
     # Identical repeats: 0; no repeats, or no metrics: None.
-    assert stats.determinism_audit([run(0, 0.1), run(0, 0.1)], True)["max_metric_difference"] == 0.0
-    alone = stats.determinism_audit([run(0, 0.1), run(1, 0.2)], True)
+    assert determinism_audit.determinism_audit([run(0, 0.1), run(0, 0.1)], True)["max_metric_difference"] == 0.0
+    alone = determinism_audit.determinism_audit([run(0, 0.1), run(1, 0.2)], True)
     assert (alone["max_metric_difference"], alone["metric_repeats"]) == (None, 0)
-    unknown = stats.determinism_audit([run(0, None), run(0, 0.3)], True)
+    unknown = determinism_audit.determinism_audit([run(0, None), run(0, 0.3)], True)
     assert (unknown["max_metric_difference"], unknown["metric_repeats"]) == (None, 0)
 
 
@@ -289,14 +296,14 @@ def test_determinism_audit_measures_the_metric_difference_of_repeats():
 def _brute_force_maxt(a, b):
     pooled = np.vstack([a, b])
     na = len(a)
-    observed = np.abs(stats._t_independent(a, b))
+    observed = np.abs(curve_tests._t_independent(a, b))
     import itertools
 
     maxima = []
     for chosen in itertools.combinations(range(len(pooled)), na):
         mask = np.zeros(len(pooled), bool)
         mask[list(chosen)] = True
-        maxima.append(np.abs(stats._t_independent(pooled[mask], pooled[~mask])).max())
+        maxima.append(np.abs(curve_tests._t_independent(pooled[mask], pooled[~mask])).max())
     maxima = np.array(maxima)
     return np.array([(maxima >= o * (1 - 1e-12)).mean() for o in observed])
 
@@ -305,7 +312,7 @@ def test_curves_exact_maxt_matches_brute_force():
     rng = np.random.default_rng(20)
     a = rng.normal(0, 1, (5, 4))
     b = rng.normal(0, 1, (5, 4)) + np.array([0, 0, 1.5, 3.0])
-    result = stats.compare_curves(a, b, permutations=1000)
+    result = curve_tests.compare_curves(a, b, permutations=1000)
     assert result["exact"] and result["permutations"] == 252
     assert result["p_maxt"] == pytest.approx(_brute_force_maxt(a, b).tolist())
     welch = [sps.ttest_ind(a[:, k], b[:, k], equal_var=False).pvalue for k in range(4)]
@@ -319,23 +326,23 @@ def test_curves_late_shift_detected_only_late():
     a = base + rng.normal(0, 0.05, (12, 8))
     b = base + rng.normal(0, 0.05, (12, 8)) + np.r_[np.zeros(5), 0.3, 0.3, 0.3]
     for method in ("maxt", "holm"):
-        paired = stats.compare_curves(a, b, paired=True, checkpoints=range(10, 90, 10), method=method,
+        paired = curve_tests.compare_curves(a, b, paired=True, checkpoints=range(10, 90, 10), method=method,
                                       rng=np.random.default_rng(0))
         assert paired["significant"] == [False] * 5 + [True] * 3
         assert paired["first_significant"] == 60
     # Without pairing the seed spread (SD 1) hides a 0.3 shift.
-    independent = stats.compare_curves(a, b, paired=False, rng=np.random.default_rng(0))
+    independent = curve_tests.compare_curves(a, b, paired=False, rng=np.random.default_rng(0))
     assert not any(independent["significant"])
 
 
 def test_curves_need_two_seeds():
-    result = stats.compare_curves(np.ones((1, 3)), np.ones((1, 3)))
+    result = curve_tests.compare_curves(np.ones((1, 3)), np.ones((1, 3)))
     assert math.isnan(result["p_global"]) and result["significant"] == [False] * 3
 
 
 def test_summarize_divergence():
     distances = np.array([[0.0, 0.0, 1.0, 2.0], [0.0, 0.5, 1.5, 3.0], [0.0, 0.0, 2.0, 4.0]])
-    summary = stats.summarize_divergence([0, 10, 20, 30], distances)
+    summary = divergence.summarize_divergence([0, 10, 20, 30], distances)
     assert summary["median"] == [0.0, 0.0, 1.5, 3.0]
     assert summary["first_separated"] == 20
     assert summary["final_median"] == 3.0

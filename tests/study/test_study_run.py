@@ -2,7 +2,6 @@
 two "machines" merged into one report."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
