@@ -30,8 +30,22 @@ from dataclasses import dataclass, field
 from prednet_keras.diskwrite import _json_safe
 
 __all__ = [
-    "Fingerprint", "InitialWeights", "Manifest", "ManifestError", "Options", "RUN_FORMAT", "Record", "Result",
-    "Runtime", "RuntimeEffective", "RuntimeRequested", "SCHEMA_VERSION", "Seeds", "Session", "Study", "migrate",
+    "RUN_FORMAT",
+    "SCHEMA_VERSION",
+    "Fingerprint",
+    "InitialWeights",
+    "Manifest",
+    "ManifestError",
+    "Options",
+    "Record",
+    "Result",
+    "Runtime",
+    "RuntimeEffective",
+    "RuntimeRequested",
+    "Seeds",
+    "Session",
+    "Study",
+    "migrate",
 ]
 
 RUN_FORMAT = "prednet-keras-run"
@@ -109,12 +123,15 @@ class Record:
         return out
 
     def get(self, key, default=None):
-        """The value under JSON `key` (typed field or extra), like dict.get; records come as records."""
+        """The value under JSON `key` (typed field or extra) as dict.get gives it: `default` only when the
+        key is absent (a null is None); nested records come as records."""
         typed = self._typed()
         if key in typed:
-            value = getattr(self, typed[key].name)
-            present = self._keys is None or key in self._keys or value is not None
-            return value if present and value is not None else default
+            f = typed[key]
+            value = getattr(self, f.name)
+            default_value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            present = self._keys is None or key in self._keys or value != default_value
+            return value if present else default
         return self.extra.get(key, default)
 
     def __contains__(self, key):

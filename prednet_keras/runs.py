@@ -324,8 +324,8 @@ class RunFolder:
             raise RunFolderError(f"{self.manifest_path} is not a run manifest ({error}).") from None
 
     def write_manifest(self, manifest):
-        """Replaces the manifest atomically."""
-        manifest = dict(manifest)
+        """Replaces the manifest (a dict or a records.Manifest) atomically."""
+        manifest = manifest.to_dict() if isinstance(manifest, Manifest) else dict(manifest)
         manifest.setdefault("format", RUN_FORMAT)
         manifest.setdefault("format_version", RUN_FORMAT_VERSION)
         atomic_write_json(self.manifest_path, manifest)

@@ -91,7 +91,9 @@ def test_a_null_stays_null_and_an_absent_key_stays_absent():
     assert manifest.effective is None
     assert manifest.to_dict() == data
     assert "precision" not in manifest.to_dict()["runtime"]["requested"]
-    assert manifest.requested.get("precision") is None and "precision" not in manifest.requested
+    assert manifest.requested.get("precision", "absent") == "absent" and "precision" not in manifest.requested
+    assert manifest.runtime.get("effective", "absent") is None and "effective" in manifest.runtime
+    assert manifest.get("zzz", 3) == 3 and "zzz" not in manifest
 
 
 def _older_and_newer(committed):
@@ -141,3 +143,18 @@ def test_migration_refuses_other_formats_and_newer_versions():
         migrate({"format": "something-else"})
     with pytest.raises(ManifestError, match="format_version 2"):
         migrate({"format": "prednet-keras-run", "format_version": records.SCHEMA_VERSION + 1})
+
+
+def test_a_run_folder_reads_and_writes_records_byte_identical(tmp_path):
+    shipped = ROOT / "prednet_keras" / "pretrained" / "prednet-embedded" / "manifest.json"
+    folder = runs.RunFolder(tmp_path / "run")
+    folder.path.mkdir()
+    folder.manifest_path.write_bytes(shipped.read_bytes())
+    record = folder.read_record()
+    assert isinstance(record, Manifest) and record.complete
+    folder.write_manifest(record)
+    assert folder.manifest_path.read_bytes() == shipped.read_bytes()
+    assert folder.recorded_model_checksum()[1].startswith("manifest.json result.")
+    folder.manifest_path.write_text("[1, 2]\n")
+    with pytest.raises(runs.RunFolderError, match="not a run manifest"):
+        folder.read_record()
