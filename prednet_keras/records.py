@@ -3,7 +3,7 @@
 `Manifest.from_json(text).to_json() == text` for every manifest the package has written: a record keeps
 the keys it does not name (`extra`), in their order and with their values, so reading and writing one
 changes nothing. The fields the code reads (status, result, runtime.requested/effective, seeds, study,
-sessions, ...) are typed attributes; a key absent from a file reads as None (or an empty list) and is not
+sessions, ...) are typed attributes; a key absent from a file reads as None and is not
 written back unless the code sets it.
 
 Schema version: a manifest's `format_version` (SCHEMA_VERSION, the number runs.py writes). Every manifest
@@ -11,13 +11,14 @@ written so far is version 1; the version-1 layout grew by fields added without a
 `migrate` fills in what an older file implies (see there). A future version 2 adds one step to
 `_VERSION_STEPS`; a file newer than this package is refused, never guessed at.
 
-Why the standard `dataclasses` and not attrs or pydantic: the records only need named, typed attributes,
-nested records and verbatim round-trip of unknown keys. Validation is not their job (the RuntimeConfig and
-the recipes validate options where they are made; a manifest is a record of what happened, and a reader
-must be able to open an odd old one). pydantic's model_dump neither keeps key order of extras mixed with
-fields nor omits absent fields without extra configuration, and both libraries would be one more dependency
-for every process, including the GPU machines' bare environments. Plain dataclasses cost no dependency and
-about 60 lines of base class.
+Why the standard `dataclasses` and not attrs or pydantic: the records need named, typed attributes, nested
+records and a verbatim round trip, and the round trip decides it. The committed manifests hold the same
+record with its keys in different orders (`options` alone comes in seven orders), so any writer that emits
+declared fields first and extras after them (pydantic's model_dump with extra="allow", attrs' asdict) would
+rewrite them; both would need the same key-order bookkeeping written here, on top of a dependency that every
+process, including the GPU machines' bare environments, would have to carry. Validation is not the
+records' job either: RuntimeConfig and the recipes validate options where they are made, and a manifest is
+a record of what happened that a reader must open even when it is odd. The base class is about 80 lines.
 
 No framework is imported: the CLI reads manifests before a training process starts.
 """
@@ -70,7 +71,7 @@ def _listed(record_type):
 class Record:
     """A JSON object with typed fields; keys it does not name are kept in `extra`.
 
-    Subclasses are dataclasses whose fields default to None (or an empty list). A field's JSON key is its
+    Subclasses are dataclasses whose fields default to None. A field's JSON key is its
     name, or `metadata["key"]` where the key is no Python name ("from"). `_keys` is the key order of the
     file a record was read from (None for one made in code: all fields in declaration order, then `extra`).
     """
