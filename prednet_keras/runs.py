@@ -42,6 +42,8 @@ from prednet_keras.diskwrite import (  # noqa: F401
     atomic_write_json,
     write_through_temporary,
 )
+from prednet_keras.records import RUN_FORMAT, Manifest, Result
+from prednet_keras.records import SCHEMA_VERSION as RUN_FORMAT_VERSION
 from prednet_keras.run_history import (  # noqa: F401
     HISTORY_FIELDS,
     HistoryWriter,
@@ -73,9 +75,6 @@ STATE = "state.json"
 CHECKPOINTS = "checkpoints"
 LOSS_PLOT = "loss.png"
 INITIAL_WEIGHTS = "initial_weights.h5"
-
-RUN_FORMAT = "prednet-keras-run"
-RUN_FORMAT_VERSION = 1
 
 # A file of this name in a run folder marks it as shipped: a published result
 # that no command writes into (see shipped_reason).
@@ -247,21 +246,22 @@ class RunFolder:
         if not self.exists():
             raise RunFolderError(f"Nothing to resume: {self.path} is not a run folder (no {MANIFEST}).")
         manifest = self.read_manifest()
-        if not isinstance(manifest, dict) or manifest.get("format") != RUN_FORMAT:
-            found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        record = Manifest.from_dict(manifest) if isinstance(manifest, dict) else None
+        if record is None or record.format != RUN_FORMAT:
+            found = record.format if record is not None else type(manifest).__name__
             raise RunFolderError(
                 f"Nothing to resume: {self.manifest_path} is not a prednet-keras run manifest "
                 f"(format {found!r}, expected {RUN_FORMAT!r})."
             )
-        if int(manifest.get("format_version") or 0) > RUN_FORMAT_VERSION:
+        if int(record.format_version or 0) > RUN_FORMAT_VERSION:
             raise RunFolderError(
-                f"{self.manifest_path} has format_version {manifest['format_version']}; this prednet-keras "
+                f"{self.manifest_path} has format_version {record.format_version}; this prednet-keras "
                 f"reads up to {RUN_FORMAT_VERSION}: resume it with the version that made it."
             )
         self.check_not_shipped()
         state = self.read_state()
         done = int(state["epoch"]) if state else 0
-        recorded = (manifest.get("result") or {}).get("epochs_completed")
+        recorded = record.epochs_completed
         if recorded is not None and int(recorded) != done:
             holds = f"the checkpoint of epoch {done}" if state else f"no checkpoint to continue from (no {STATE})"
             raise RunFolderError(
@@ -277,14 +277,15 @@ class RunFolder:
         --epochs above them, the documented way to train a finished run further.
 
         Args:
-            manifest: the run's manifest.
+            manifest: the run's manifest (a records.Manifest or its dict).
             done: its completed epochs.
             epochs: the --epochs given with --resume, or None.
         """
-        total = int((manifest.get("options") or {}).get("epochs") or 0)
+        manifest = Manifest.coerce(manifest)
+        total = manifest.epochs
         if epochs is not None and epochs < done:
             raise RunFolderError(f"--epochs {epochs} is fewer than the {done} already completed in {self.path}.")
-        finished = manifest.get("status") == "complete" or (total and done >= total)
+        finished = manifest.complete or (total and done >= total)
         if finished and (epochs is None or epochs <= done):
             raise RunFolderError(
                 f"{self.path} is complete ({done} of {plural(total, 'epoch')}): nothing to resume. To train it "
@@ -315,9 +316,16 @@ class RunFolder:
         except ValueError as error:
             raise RunFolderError(f"{self.manifest_path} is not valid JSON ({error}).") from None
 
+    def read_record(self):
+        """The manifest as a records.Manifest (typed; writes back byte-identical)."""
+        try:
+            return Manifest.from_dict(self.read_manifest())
+        except ValueError as error:  # records.ManifestError: not a JSON object
+            raise RunFolderError(f"{self.manifest_path} is not a run manifest ({error}).") from None
+
     def write_manifest(self, manifest):
-        """Replaces the manifest atomically."""
-        manifest = dict(manifest)
+        """Replaces the manifest (a dict or a records.Manifest) atomically."""
+        manifest = manifest.to_dict() if isinstance(manifest, Manifest) else dict(manifest)
         manifest.setdefault("format", RUN_FORMAT)
         manifest.setdefault("format_version", RUN_FORMAT_VERSION)
         atomic_write_json(self.manifest_path, manifest)
@@ -369,15 +377,15 @@ class RunFolder:
         Returns:
             (checksum, "manifest.json result.<field>") or None.
         """
-        manifest = self.read_manifest()
-        result = manifest.get("result") or {}
-        if manifest.get("status") != "complete":
+        manifest = self.read_record()
+        result = manifest.result or Result()
+        if not manifest.complete:
             return None
-        if result.get("model_weights_checksum"):
-            return result["model_weights_checksum"], f"{MANIFEST} result.model_weights_checksum"
-        final = result.get("weights_checksum")
-        study_model = (manifest.get("options") or {}).get("model") in ("prednet-chainer", "autoencoder")
-        if final and (study_model or (result.get("best_epoch") and result.get("best_epoch") == result.get("epochs_completed"))):
+        if result.model_weights_checksum:
+            return result.model_weights_checksum, f"{MANIFEST} result.model_weights_checksum"
+        final = result.weights_checksum
+        study_model = manifest.model_kind in ("prednet-chainer", "autoencoder")
+        if final and (study_model or (result.best_epoch and result.best_epoch == result.epochs_completed)):
             return final, f"{MANIFEST} result.weights_checksum"
         return None
 
@@ -387,7 +395,7 @@ class RunFolder:
         if self.completed_epochs() > 0:
             return True
         try:
-            return self.read_manifest().get("status") == "complete"
+            return self.read_record().complete
         except RunFolderError:
             return False
 

@@ -12,7 +12,7 @@ import tempfile
 
 import click
 
-from prednet_keras import _framework_import, childproc, runtime
+from prednet_keras import _framework_import, childproc, records, runtime
 from prednet_keras.cli.options import runtime_config, runtime_options
 
 # The settings shown side by side, in this order.
@@ -123,18 +123,19 @@ def _print_report(result):
     from rich.table import Table
 
     console = Console()
-    requested, effective = result["requested"], result["effective"]
+    requested = records.RuntimeRequested.from_dict(result["requested"])
+    effective = records.RuntimeEffective.from_dict(result["effective"])
     settings = Table(title="Run settings: requested vs effective")
     for column in ("setting", "requested", "effective", "status"):
         settings.add_column(column)
     for name, key in _SETTINGS:
         wanted = requested.get(name)
-        if name == "interop_threads" and wanted is None and requested["backend"] != "jax":
-            wanted = requested.get("threads")
+        if name == "interop_threads" and wanted is None and requested.backend != "jax":
+            wanted = requested.threads
         actual = effective.get(key)
         settings.add_row(name, _show(wanted), _show(actual, none="n/a"), _status(name, wanted, actual))
     console.print(settings)
-    for field, reason in effective.get("not_available", {}).items():
+    for field, reason in (effective.not_available or {}).items():
         console.print(f"[yellow]{field}[/]: {reason}")
 
     details = Table(title="Read back from the backend")
@@ -142,7 +143,7 @@ def _print_report(result):
     details.add_column("value", overflow="fold")
     shown = {key for _, key in _SETTINGS} | {"not_available", "environment"}
     rows = []
-    _flatten("", {k: v for k, v in effective.items() if k not in shown}, rows)
+    _flatten("", {k: v for k, v in effective.to_dict().items() if k not in shown}, rows)
     for key, value in rows:
         details.add_row(key, value)
     console.print(details)
@@ -151,7 +152,7 @@ def _print_report(result):
     machine.add_column("key")
     machine.add_column("value", overflow="fold")
     rows = []
-    _flatten("", result["fingerprint"], rows)
+    _flatten("", records.Fingerprint.from_dict(result["fingerprint"]).to_dict(), rows)
     for key, value in rows:
         machine.add_row(key, value)
     console.print(machine)
