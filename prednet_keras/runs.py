@@ -473,7 +473,7 @@ class RunFolder:
         if result.get("model_weights_checksum"):
             return result["model_weights_checksum"], f"{MANIFEST} result.model_weights_checksum"
         final = result.get("weights_checksum")
-        study_model = (manifest.get("options") or {}).get("model") in ("prednet-chainer", "autoencoder")
+        study_model = _kind_without_checkpoints((manifest.get("options") or {}).get("model"))
         if final and (study_model or (result.get("best_epoch") and result.get("best_epoch") == result.get("epochs_completed"))):
             return final, f"{MANIFEST} result.weights_checksum"
         return None
@@ -710,3 +710,12 @@ def plot_history(rows, path, title=None):
     axes.grid(alpha=0.3)
     figure.tight_layout()
     write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+
+
+def _kind_without_checkpoints(model):
+    """Whether the model kind `model` trains by a protocol (no checkpoints: its final weights are its result)."""
+    # base alone: the kinds' modules reach train.py, which uses this module (the package registers them).
+    from prednet_keras.model_kinds import base
+
+    kind = base.find(model) if model else None
+    return kind is not None and not kind.checkpoints

@@ -13,6 +13,10 @@ why it is where it is.
 This module imports no framework.
 """
 
+import dataclasses
+import re
+
+from prednet_keras import model_kinds
 from prednet_keras.runtime import PRECISIONS
 from prednet_keras.value_rules import (  # noqa: F401 (the rules are this module's API too)
     NAME,
@@ -37,6 +41,7 @@ __all__ = [
     "MAX_SEEDS",
     "MAX_SPEC_BYTES",
     "MODELS",
+    "ModelName",
     "NAME",
     "NAME_RULE",
     "PATH",
@@ -57,7 +62,8 @@ __all__ = [
     "train_rules",
 ]
 
-MODELS = ("prednet", "prednet-chainer", "autoencoder")
+# The registered model kinds; a spec's `model` may also name a user's model (MODULE:FUNCTION, FILE.py:FUNCTION).
+MODELS = model_kinds.names()
 
 # A spec is a few KB of TOML; a file much larger than that is not a spec (and is not read whole).
 MAX_SPEC_BYTES = 1 << 20
@@ -73,6 +79,29 @@ MAX_RUNS = 100_000
 
 # ---------------------------------------------------------------- the tables
 
+@dataclasses.dataclass(frozen=True)
+class ModelName:
+    """A registered model kind's name, or a user's model: "MODULE:FUNCTION" or "FILE.py:FUNCTION"."""
+
+    names: tuple
+    USER = re.compile(r"[^\x00-\x1f\x7f:]{1,4000}\.py:[A-Za-z_][A-Za-z0-9_]{0,99}|"
+                      r"[A-Za-z_][A-Za-z0-9_]{0,99}(\.[A-Za-z_][A-Za-z0-9_]{0,99}){0,20}:[A-Za-z_][A-Za-z0-9_]{0,99}")
+    HINT = "; or a user's model, \"MODULE:FUNCTION\" or \"FILE.py:FUNCTION\""
+
+    @property
+    def text(self):
+        return Choice(self.names).text
+
+    def check(self, value):
+        if isinstance(value, str) and self.USER.fullmatch(value):
+            return value
+        try:
+            return Choice(self.names).check(value)
+        except RuleError as error:
+            error.args = (str(error) + self.HINT,)
+            raise
+
+
 SEED = Whole(0, MAX_SEED)
 SEEDS = Either((Whole(1, MAX_SEEDS), ListOf(SEED, 1, MAX_SEEDS)),
                f"a count from 1 to {MAX_SEEDS:,} (seeds 0 to N-1) or a list of 1 to {MAX_SEEDS:,} seeds from 0 "
@@ -81,7 +110,7 @@ SEEDS = Either((Whole(1, MAX_SEEDS), ListOf(SEED, 1, MAX_SEEDS)),
 
 TOP_RULES = {
     "name": NAME,
-    "model": Choice(MODELS),
+    "model": ModelName(MODELS),
     "seeds": SEEDS,
     "replicates": Whole(1, 100, "re-runs of one seed measure run-to-run variation; 100 is far more than that "
                                 "needs"),
@@ -119,53 +148,14 @@ REPORT_RULES = {
     "curve_test": Choice(("maxt", "holm")),
 }
 
-# [train]: the options of both config classes. Sizes bound what one run allocates.
-CHANNELS = ListOf(Whole(1, 4096), 1, 8, "channels per layer, at most 8 layers (each halves the frame)")
-SIZE = ListOf(Whole(1, 4096), 2, 2, "[H, W] in pixels")
-FILTER_SIZE = Whole(1, 15, "a convolution kernel's size")
-_SHARED_TRAIN = {"stack_sizes": CHANNELS, "r_stack_sizes": CHANNELS, "filter_size": FILTER_SIZE, "data": PATH,
-                 "size": SIZE}
+# [train] and the configurations' arm factors: each model kind says its own (model_kinds/).
 
 
 def train_rules(model):
     """{option: rule} of [train] for `model` (every field of its config class but the runner's)."""
-    if model == "prednet":
-        from prednet_keras.recipe import AUGMENTATIONS
-
-        return {
-            **_SHARED_TRAIN,
-            "nt": Whole(2, 1000, "frames per training sequence"),
-            "batch_size": Whole(1, 1024, "sequences per step"),
-            "epochs": Whole(1, 100_000, "the recipe trains 150"),
-            "steps_per_epoch": Whole(1, 1_000_000, "the recipe's: 125"),
-            "lr": Number(0),
-            "lr_drop_epoch": Whole(0, 100_000, "at most the epochs' cap"),
-            "lr_drop_factor": Number(0),
-            "layer_loss": Either((Choice(("L_0", "L_all")), ListOf(Number(0, low_open=False), 1, 8))),
-            "val_sequences": Whole(0, 1_000_000, "validation sequences held in memory"),
-            "val_data": PATH,
-            "val_fraction": Number(0, 1),
-            "unroll": Boolean(),
-            "augment": ListOf(Choice(AUGMENTATIONS), 0, len(AUGMENTATIONS)),
-        }
-    from prednet_keras.study_train import AUTOENCODERS, PROTOCOLS, TBPTT_MODES
-
-    return {
-        **_SHARED_TRAIN,
-        "protocol": Choice(PROTOCOLS),
-        "tbptt": Choice(TBPTT_MODES),
-        "emulate_cpu_aliasing": Boolean(),
-        "autoencoder": Choice(AUTOENCODERS),
-        "period": Whole(1, 10_000_000, "frames stepped through by one run; the paper's protocol: 5,000"),
-        "bprop": Whole(1, 1000, "frames per update, all held in one compiled window"),
-        "images": Whole(1, 10_000_000, "updates of one run; the paper's protocol: 60,000"),
-    }
+    return model_kinds.get(model).train_rules()
 
 
 def factor_rules(model):
     """{factor: rule} of the arm factors a configuration of `model` may set."""
-    if model == "prednet-chainer":
-        from prednet_keras.study_train import TBPTT_MODES
-
-        return {"tbptt": Choice(TBPTT_MODES), "emulate_cpu_aliasing": Boolean()}
-    return {}
+    return model_kinds.get(model).factor_rules()
