@@ -32,18 +32,17 @@ def small_cnn(train_images=6000, val_images=1000, batch_size=32, epochs=1):
     def images(x):
         return (x[..., None] / 255.0).astype("float32")
 
-    model = keras.Sequential(
-        [
-            keras.Input((28, 28, 1)),
-            keras.layers.Conv2D(8, 3, activation="relu"),
-            keras.layers.MaxPooling2D(2),
-            keras.layers.Conv2D(16, 3, activation="relu"),
-            keras.layers.MaxPooling2D(2),
-            keras.layers.Flatten(),
-            keras.layers.Dense(10),
-        ],
-        name="small_cnn",
-    )
+    # The functional API, with named layers: a keras.Sequential built inside a function gives its weights
+    # other paths than the same model loaded from model.keras, and prednet-eval's check of the saved
+    # weights against the run's record compares them by path.
+    inputs = keras.Input((28, 28, 1), name="digits")
+    x = keras.layers.Conv2D(8, 3, activation="relu", name="conv1")(inputs)
+    x = keras.layers.MaxPooling2D(2, name="pool1")(x)
+    x = keras.layers.Conv2D(16, 3, activation="relu", name="conv2")(x)
+    x = keras.layers.MaxPooling2D(2, name="pool2")(x)
+    x = keras.layers.Flatten(name="flatten")(x)
+    outputs = keras.layers.Dense(10, name="logits")(x)
+    model = keras.Model(inputs, outputs, name="small_cnn")
     return UserModel(
         model=model,
         train_data=(images(x_train[:train_images]), y_train[:train_images].astype("int32")),

@@ -28,6 +28,12 @@ file and that file's sha256 (manifest `model` and `protocol`).
 
 [train] of a study spec (and prednet-train's --epochs / --batch-size, when given) may override epochs,
 batch_size and metric_updates.
+
+Not (yet) for user models: --precision other than float32, --resume (no checkpoints), prednet-bench, and
+prednet-eval (the val metrics in the manifest are the evaluation). Build the model with the functional API
+and named layers: a keras.Sequential built inside the function gets other weight paths than the same model
+loaded from model.keras, and the saved weights are checked against the run's record by path. Only the
+function's own file is hashed, not the files it imports.
 """
 
 import dataclasses
