@@ -59,21 +59,7 @@ def build_autoencoder(kind="conv", name=None):
     if kind not in AUTOENCODERS:
         raise ValueError(f"Unknown autoencoder {kind!r}; expected one of {', '.join(AUTOENCODERS)}.")
     inputs = keras.Input(IMAGE_SHAPE, name="images")
-    if kind == "conv":
-        x = layers.Conv2D(16, 3, activation="relu", padding="same", name="encode_conv1")(inputs)
-        x = layers.MaxPooling2D(2, name="encode_pool1")(x)
-        x = layers.Conv2D(8, 3, activation="relu", padding="same", name="encode_conv2")(x)
-        x = layers.MaxPooling2D(2, name="code")(x)
-        x = layers.Conv2D(8, 3, activation="relu", padding="same", name="decode_conv1")(x)
-        x = layers.UpSampling2D(2, name="decode_up1")(x)
-        x = layers.Conv2D(16, 3, activation="relu", padding="same", name="decode_conv2")(x)
-        x = layers.UpSampling2D(2, name="decode_up2")(x)
-        outputs = layers.Conv2D(1, 3, padding="same", name="reconstruction")(x)
-    else:
-        x = layers.Flatten(name="flatten")(inputs)
-        x = layers.Dense(64, activation="relu", name="code")(x)
-        x = layers.Dense(int(np.prod(IMAGE_SHAPE)), name="decode")(x)
-        outputs = layers.Reshape(IMAGE_SHAPE, name="reconstruction")(x)
+    outputs = _ARCHITECTURES[kind](inputs)
     return keras.Model(inputs, outputs, name=name or f"autoencoder_{kind}")
 
 
@@ -128,3 +114,25 @@ def save_reconstruction_grid(model, images, path, count=10):
 
     grid = reconstruction_grid(model, images, count)
     plt.imsave(path, np.kron(grid, np.ones((4, 4))), cmap="gray", vmin=0.0, vmax=1.0)
+
+
+def _conv(inputs):
+    x = layers.Conv2D(16, 3, activation="relu", padding="same", name="encode_conv1")(inputs)
+    x = layers.MaxPooling2D(2, name="encode_pool1")(x)
+    x = layers.Conv2D(8, 3, activation="relu", padding="same", name="encode_conv2")(x)
+    x = layers.MaxPooling2D(2, name="code")(x)
+    x = layers.Conv2D(8, 3, activation="relu", padding="same", name="decode_conv1")(x)
+    x = layers.UpSampling2D(2, name="decode_up1")(x)
+    x = layers.Conv2D(16, 3, activation="relu", padding="same", name="decode_conv2")(x)
+    x = layers.UpSampling2D(2, name="decode_up2")(x)
+    return layers.Conv2D(1, 3, padding="same", name="reconstruction")(x)
+
+
+def _dense(inputs):
+    x = layers.Flatten(name="flatten")(inputs)
+    x = layers.Dense(64, activation="relu", name="code")(x)
+    x = layers.Dense(int(np.prod(IMAGE_SHAPE)), name="decode")(x)
+    return layers.Reshape(IMAGE_SHAPE, name="reconstruction")(x)
+
+
+_ARCHITECTURES = {"conv": _conv, "dense": _dense}

@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 
-from prednet_keras import torch_compile
+from prednet_keras import model_kinds, torch_compile
 from prednet_keras._options import OptionsRecord
 
 __all__ = [
@@ -65,14 +65,10 @@ __all__ = [
 
 BENCH_FORMAT = "prednet-bench"
 BENCH_FORMAT_VERSION = 1
-MODELS = ("prednet", "prednet-chainer", "autoencoder")
+# The model kinds prednet-bench measures; each kind's sizes and runner are its own (model_kinds, `bench`).
+MODELS = model_kinds.names(bench=True)
 MODES = ("train", "infer", "both")
-AUTOENCODERS = ("conv", "dense")
 KITTI_STACK_SIZES = (3, 48, 96, 192)
-DEFAULT_SIZES = {"prednet": (128, 160), "prednet-chainer": (120, 160)}
-# The Chainer PredNet is trained one window of `bprop` frame steps per update; the study's bprop.
-DEFAULT_NT = {"prednet": 10, "prednet-chainer": 20}
-MNIST_SHAPE = (28, 28, 1)
 SYNTHETIC_DATA = "synthetic: uniform random frames in [0, 1] drawn with numpy from the seed, held in memory (no data pipeline)"
 NOT_AVAILABLE = "not available"
 
@@ -123,23 +119,27 @@ class BenchConfig(OptionsRecord):
         config = dataclasses.replace(self)
         if config.model not in MODELS:
             raise ValueError(f"--model must be one of {', '.join(MODELS)}, got {config.model!r}.")
-        if config.model != "prednet" and config.unroll is not None:
-            raise ValueError(f"--unroll/--no-unroll applies only to --model prednet, not to --model {config.model}.")
-        if config.model == "prednet" and config.unroll is None:
+        bench = config.kind.bench
+        if not bench.unroll and config.unroll is not None:
+            with_unroll = " or ".join(f"--model {k.name}" for k in model_kinds.kinds() if k.bench and k.bench.unroll)
+            raise ValueError(f"--unroll/--no-unroll applies only to {with_unroll}, not to --model {config.model}.")
+        if bench.unroll and config.unroll is None:
             config.unroll = True
-        if config.model == "autoencoder":
+        if bench.image_shape is not None:
             for name in ("size", "nt", "stack_sizes"):
                 if getattr(config, name) is not None:
-                    raise ValueError(f"{_flag(name)} does not apply to --model autoencoder (28x28 MNIST images).")
-            config.autoencoder = config.autoencoder or "conv"
-            config.size = MNIST_SHAPE[:2]
-            config.nt = 1
+                    raise ValueError(f"{_flag(name)} does not apply to --model {config.model} ({bench.fixed_note}).")
+            config.autoencoder = config.autoencoder or bench.variants[0]
+            config.size = bench.image_shape[:2]
+            config.nt = bench.nt
             config.stack_sizes = None
         else:
             if config.autoencoder is not None:
-                raise ValueError(f"--autoencoder applies only to --model autoencoder, not to --model {config.model}.")
-            config.size = tuple(int(v) for v in (config.size or DEFAULT_SIZES[config.model]))
-            config.nt = DEFAULT_NT[config.model] if config.nt is None else int(config.nt)
+                with_variants = " or ".join(f"--model {k.name}" for k in model_kinds.kinds()
+                                            if k.bench and k.bench.variants)
+                raise ValueError(f"--autoencoder applies only to {with_variants}, not to --model {config.model}.")
+            config.size = tuple(int(v) for v in (config.size or bench.size))
+            config.nt = bench.nt if config.nt is None else int(config.nt)
             config.stack_sizes = tuple(int(v) for v in (config.stack_sizes or KITTI_STACK_SIZES))
         config.validate()
         return config
@@ -154,11 +154,12 @@ class BenchConfig(OptionsRecord):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{_flag(name)} must be an integer >= {low}, got {value!r}.")
-        if self.model == "autoencoder":
-            if self.autoencoder not in AUTOENCODERS:
-                raise ValueError(f"--autoencoder must be one of {', '.join(AUTOENCODERS)}, got {self.autoencoder!r}.")
+        bench = self.kind.bench
+        if bench.image_shape is not None:
+            if self.autoencoder not in bench.variants:
+                raise ValueError(f"--autoencoder must be one of {', '.join(bench.variants)}, got {self.autoencoder!r}.")
             return
-        low_nt = 1 if self.model == "prednet-chainer" else 2
+        low_nt = bench.min_nt
         if isinstance(self.nt, bool) or not isinstance(self.nt, int) or self.nt < low_nt:
             raise ValueError(f"--nt must be an integer >= {low_nt}, got {self.nt!r}.")
         if len(self.stack_sizes) < 1 or any(s < 1 for s in self.stack_sizes):
@@ -166,17 +167,17 @@ class BenchConfig(OptionsRecord):
         if len(self.size) != 2 or min(self.size) < 1:
             raise ValueError(f"--size must be HxW with positive numbers, got {_show(self.size, 'x')}.")
         check_frame_size(self.size[0], self.size[1], len(self.stack_sizes))
-        if self.model == "prednet-chainer" and self.batch_size != 1 and self.mode != "infer":
+        if bench.train_batch_one and self.batch_size != 1 and self.mode != "infer":
             raise ValueError(
-                f"--model prednet-chainer trains one window at batch 1 (the study's protocol), got "
+                f"--model {self.model} trains one window at batch 1 (the study's protocol), got "
                 f"--batch-size {self.batch_size}; use --batch-size 1, or --mode infer for larger batches."
             )
 
     @property
     def frame_shape(self):
         """(H, W, C) of one frame."""
-        if self.model == "autoencoder":
-            return MNIST_SHAPE
+        if self.kind.bench.image_shape is not None:
+            return self.kind.bench.image_shape
         return (self.size[0], self.size[1], self.stack_sizes[0])
 
     @property
@@ -191,12 +192,12 @@ class BenchConfig(OptionsRecord):
 
     def label(self):
         """A short description for progress lines."""
-        if self.model == "autoencoder":
-            return f"autoencoder ({self.autoencoder}), batch {self.batch_size}"
-        return (
-            f"{self.model} {_show(self.stack_sizes)}, {self.size[0]}x{self.size[1]}, nt {self.nt}, "
-            f"batch {self.batch_size}" + ("" if self.unroll is not False else ", rolled")
-        )
+        return self.kind.bench_label(self)
+
+    @property
+    def kind(self):
+        """The model kind (model_kinds) measured."""
+        return model_kinds.get(self.model)
 
 
 def _flag(name):
@@ -375,96 +376,13 @@ def _synthetic(rng, shape):
     return rng.random(shape, dtype=np.float32)
 
 
-def _prednet_runner(config, phase, jit_compile, rng):
-    import numpy as np
+class _Kit:
+    """What a model kind's bench_runner builds its runner from."""
 
-    from prednet_keras import train
-    from prednet_keras.models import build_prediction_model
-
-    train_config = train.TrainConfig(
-        stack_sizes=config.stack_sizes, nt=config.nt, batch_size=config.batch_size, val_sequences=0,
-        unroll=config.unroll,
-    ).resolved()
-    model, _ = train.build_model(train_config, config.frame_shape, jit_compile)
-    x = _synthetic(rng, (config.batch_size, config.nt) + config.frame_shape)
-    parameters = int(model.count_params())
-    if phase == "train":
-        y = np.zeros((config.batch_size, 1), np.float32)
-        notes = (
-            f"model.fit of train.build_model's model (Adam 1e-3, MAE of the L_0-weighted error, time loop "
-            f"{'unrolled' if config.unroll else 'rolled'}), as prednet-train runs it: next batch sent ahead, "
-            f"each loss read after the next step is dispatched; step time = time between losses arriving"
-        )
-        return _Runner(_fit_loop(model, x, y), parameters, config.frames_per_step, notes)
-    else:
-        predictor = build_prediction_model(model, nt=config.nt)
-        predictor.compile(jit_compile=jit_compile)
-
-        def step():
-            return np.asarray(predictor.predict_on_batch(x))
-
-        notes = "predict_on_batch of build_prediction_model (output_mode prediction)"
-    return _Runner(_one_by_one(step), parameters, config.frames_per_step, notes)
-
-
-def _chainer_runner(config, phase, jit_compile, rng):
-    import numpy as np
-
-    from prednet_keras.protocols import ChainerPredNetTrainer
-
-    model_config = {"stack_sizes": tuple(config.stack_sizes)}
-    trainer = ChainerPredNetTrainer(config.frame_shape, model_config, bprop=config.nt, jit_compile=jit_compile)
-    parameters = int(trainer.layer.count_params())
-    if phase == "train":
-        # One window: nt frame steps (nt + 1 frames: inputs and the last target), batch 1.
-        window = _synthetic(rng, (config.nt + 1,) + config.frame_shape)
-        count = [0]
-
-        def step():
-            count[0] += 1
-            return trainer.update(window, starts_sequence=count[0] == 1)
-
-        notes = (
-            "ChainerPredNetTrainer.update: one truncated-BPTT window of nt frame steps at batch 1 "
-            "(tbptt chainer, Chainer's Adam), as train_chainer_prednet"
-        )
-    else:
-        predictor = trainer.prediction_model(nt=config.nt)
-        predictor.compile(jit_compile=jit_compile)
-        x = _synthetic(rng, (config.batch_size, config.nt) + config.frame_shape)
-
-        def step():
-            return np.asarray(predictor.predict_on_batch(x))
-
-        notes = "predict_on_batch of ChainerPredNetTrainer.prediction_model"
-    return _Runner(_one_by_one(step), parameters, config.frames_per_step, notes)
-
-
-def _autoencoder_runner(config, phase, jit_compile, rng):
-    import numpy as np
-
-    from prednet_keras import autoencoder
-    from prednet_keras.protocols import chainer_adam
-
-    model = autoencoder.build_autoencoder(config.autoencoder)
-    model.compile(optimizer=chainer_adam(), loss="mean_squared_error", jit_compile=jit_compile)
-    x = _synthetic(rng, (config.batch_size,) + MNIST_SHAPE)
-    if phase == "train":
-
-        def step():
-            return float(np.asarray(model.train_on_batch(x, x, return_dict=True)["loss"]))
-
-        notes = f"train_on_batch of the {config.autoencoder} MNIST autoencoder (Chainer's Adam, MSE)"
-    else:
-
-        def step():
-            return np.asarray(model.predict_on_batch(x))
-
-        notes = f"predict_on_batch of the {config.autoencoder} MNIST autoencoder"
-    return _Runner(_one_by_one(step), int(model.count_params()), config.frames_per_step, notes)
-
-
-_RUNNERS = {"prednet": _prednet_runner, "prednet-chainer": _chainer_runner, "autoencoder": _autoencoder_runner}
+    Runner = _Runner
+    fit_loop = staticmethod(_fit_loop)
+    one_by_one = staticmethod(_one_by_one)
+    synthetic = staticmethod(_synthetic)
 
 
 # --------------------------------------------------------------------- measure
@@ -486,7 +404,7 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
     rng = np.random.default_rng([config.seed, 0 if phase == "train" else 1])
     _reset_device_peak()
     started = time.perf_counter()
-    runner = _RUNNERS[config.model](config, phase, jit_compile, rng)
+    runner = config.kind.bench_runner(config, phase, jit_compile, rng, _Kit)
     build_seconds = time.perf_counter() - started
 
     warmup_seconds, step_seconds = [], []
@@ -757,7 +675,7 @@ def table_rows(results):
             if gpus:
                 device = f"{device} ({gpus[0].get('name')})"
         timed = result.get("train") or result.get("infer")
-        model = config["model"] if config["model"] != "autoencoder" else f"autoencoder-{config['autoencoder']}"
+        model = model_kinds.get(config["model"]).bench_row_name(config)
         rows.append({
             "model": model,
             "backend": _backend_text(result["runtime"]),

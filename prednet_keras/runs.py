@@ -384,7 +384,7 @@ class RunFolder:
         if result.model_weights_checksum:
             return result.model_weights_checksum, f"{MANIFEST} result.model_weights_checksum"
         final = result.weights_checksum
-        study_model = manifest.model_kind in ("prednet-chainer", "autoencoder")
+        study_model = _kind_without_checkpoints(manifest.model_kind)
         if final and (study_model or (result.best_epoch and result.best_epoch == result.epochs_completed)):
             return final, f"{MANIFEST} result.weights_checksum"
         return None
@@ -494,3 +494,12 @@ class Replacement:
         self.rollback()
         return (f"restored {self.folder.path} from {self.aside}: an earlier --overwrite was stopped before its "
                 "new run completed an epoch")
+
+
+def _kind_without_checkpoints(model):
+    """Whether the model kind `model` trains by a protocol (no checkpoints: its final weights are its result)."""
+    # base alone: the kinds' modules reach train.py, which uses this module (the package registers them).
+    from prednet_keras.model_kinds import base
+
+    kind = base.find(model) if model else None
+    return kind is not None and not kind.checkpoints

@@ -129,9 +129,7 @@ def train_main(run_dir, quiet=False, resume=None):
         record = {"effective": effective, "fingerprint": runtime.fingerprint()}
         print(f"{config.backend} started on {config.device} in {time.perf_counter() - _STARTED:.1f} s", flush=True)
 
-        from prednet_keras.study_train import STUDY_MODELS
-
-        if (manifest.get("options") or {}).get("model") in STUDY_MODELS:
+        if _trained_by_protocol(manifest):
             from prednet_keras import study_train
 
             if not manifest["runtime"].get("effective"):
@@ -236,11 +234,17 @@ def _space_message(error, folder):
     return space_message(error, folder / "checkpoints" / "(files of this epoch)")
 
 
-def _is_study_run(folder):
-    from prednet_keras.study_train import STUDY_MODELS
+def _trained_by_protocol(manifest):
+    """Whether the run's model kind trains by a protocol (study_train.py, no checkpoints), not by the recipe."""
+    from prednet_keras import model_kinds
 
+    kind = model_kinds.find((manifest.get("options") or {}).get("model") or "prednet")
+    return kind is not None and not kind.checkpoints
+
+
+def _is_study_run(folder):
     try:
-        return (folder.read_manifest().get("options") or {}).get("model") in STUDY_MODELS
+        return _trained_by_protocol(folder.read_manifest())
     except Exception:
         return False
 

@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from prednet_keras.cli.common import FrameSize, IntList, fail_on_user_errors
+from prednet_keras.cli.common import FrameSize, IntList, ModelKindName, fail_on_user_errors
 from prednet_keras.cli.options import runtime_config, runtime_options
 
 
@@ -38,7 +38,7 @@ Examples:
   prednet-bench --backend torch --device gpu --jit-compile --mode train   # torch.compile (slow to compile)
 """,
 )
-@click.option("--model", type=click.Choice(["prednet", "prednet-chainer", "autoencoder"]), default="prednet", show_default=True, help="Lotter's PredNet, the study's Chainer-lineage PredNet (trained one window at batch 1), or the study's MNIST autoencoder.")
+@click.option("--model", type=ModelKindName(bench=True), default="prednet", show_default=True, help="Lotter's PredNet, the study's Chainer-lineage PredNet (trained one window at batch 1), or the study's MNIST autoencoder.")
 @click.option("--autoencoder", type=click.Choice(["conv", "dense"]), help="autoencoder only: the architecture [default: conv].")
 @click.option("--mode", type=click.Choice(["train", "infer", "both"]), default="both", show_default=True, help="Measure training, inference, or both.")
 @click.option("--batch-size", "batch_sizes", type=IntList(), multiple=True, help="Sequences per step; repeat or give a comma list (4,16) to sweep [default: 4; 1 for prednet-chainer].")
@@ -115,6 +115,7 @@ def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, un
 
 
 def _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, unroll, steps, warmup, seed):
+    from prednet_keras import model_kinds
     from prednet_keras.bench import BenchConfig
 
     if size is not None and sizes:
@@ -122,7 +123,7 @@ def _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes
     frame_sizes = list(dict.fromkeys(sizes)) if sizes else [size]
     batches = list(dict.fromkeys(b for group in batch_sizes for b in group))
     if not batches:
-        batches = [1 if model == "prednet-chainer" else 4]
+        batches = [1 if model_kinds.get(model).bench.train_batch_one else 4]
     configs = []
     for frame_size in frame_sizes:
         for batch in batches:

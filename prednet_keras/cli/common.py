@@ -64,3 +64,35 @@ class FrameSize(click.ParamType):
         if height < 1 or width < 1:
             self.fail(f"{value!r}: height and width must be positive.", param, ctx)
         return height, width
+
+
+class ModelKindName(click.ParamType):
+    """A registered model kind (model_kinds), or a user's model: MODULE:FUNCTION or FILE.py:FUNCTION."""
+
+    name = "model"
+
+    def __init__(self, bench=False):
+        from prednet_keras import model_kinds
+
+        self.bench = bench
+        self.names = model_kinds.names(bench=bench)
+
+    def get_metavar(self, param, ctx=None):
+        return "[" + "|".join(self.names) + ("]" if self.bench else "|MODULE:FUNCTION]")
+
+    def shell_complete(self, ctx, param, incomplete):
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(name) for name in self.names if name.startswith(incomplete)]
+
+    def convert(self, value, param, ctx):
+        from prednet_keras import model_kinds
+
+        if value in self.names:
+            return value
+        if not self.bench and model_kinds.is_reference(value):
+            # A file path is made absolute: the run records (and a training process reads) that file.
+            return model_kinds.get(value).canonical()
+        quoted = ", ".join(repr(name) for name in self.names)
+        extra = "" if self.bench else ", or a user's model MODULE:FUNCTION or FILE.py:FUNCTION"
+        self.fail(f"{value!r} is not one of {quoted}{extra}.", param, ctx)

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from prednet_keras.cli.common import FrameSize, IntList, fail_on_user_errors
+from prednet_keras.cli.common import FrameSize, IntList, ModelKindName, fail_on_user_errors
 from prednet_keras.cli.options import runtime_config, runtime_options
 
 # Options --resume may change: the rest define the run and must stay as recorded.
@@ -22,6 +22,10 @@ LOTTER_ONLY = (
 )
 # The study models' options: refused with --model prednet.
 STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder", "period", "bprop", "images")
+# Every option a model kind may refuse (model_kinds: each kind names the options that apply to it), in the
+# order an error lists them.
+KIND_OPTIONS = LOTTER_ONLY + ("stack_sizes", "r_stack_sizes", "filter_size", "size", "tbptt", "emulate_cpu_aliasing",
+                              "period", "bprop", "autoencoder", "images", "protocol", "data")
 RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "xla", "precision")
 
 
@@ -58,9 +62,10 @@ Examples:
   prednet-train --model prednet-chainer           # the study's Chainer PredNet, paper protocol
   prednet-train --model prednet-chainer --tbptt clean --emulate-cpu-aliasing
   prednet-train --model autoencoder --autoencoder dense --protocol quick
+  prednet-train --model docs/examples/mnist_cnn.py:small_cnn --epochs 1   # your own Keras model
 """,
 )
-@click.option("--model", type=click.Choice(["prednet", "prednet-chainer", "autoencoder"]), default="prednet", show_default=True, help="Network to train: Lotter's PredNet, the study's Chainer-lineage PredNet, or the study's MNIST autoencoder.")
+@click.option("--model", type=ModelKindName(), default="prednet", show_default=True, help="Network to train: Lotter's PredNet, the study's Chainer-lineage PredNet, the study's MNIST autoencoder, or your own Keras model: a function (MODULE:FUNCTION or FILE.py:FUNCTION) returning prednet_keras.model_kinds.UserModel(model, train_data, loss, ...); --epochs, --batch-size, --seed and --init-weights apply to it.")
 @click.option("--protocol", type=click.Choice(["paper", "quick"]), help="Study models only: the study's training protocol, or a tiny one for smoke tests [default: paper].")
 @click.option("--tbptt", type=click.Choice(["chainer", "clean"]), help="prednet-chainer only: truncation as the original script (chainer) or textbook (clean) [default: chainer].")
 @click.option("--emulate-cpu-aliasing", is_flag=True, default=None, help="prednet-chainer only: train every frame of a window towards its last frame, as the original did on CPU.")
@@ -138,10 +143,9 @@ def main(ctx, **options):
 
 def _train_new(options):
     """A new run (replacing an old one with --overwrite); returns the exit status."""
-    from prednet_keras import runlock, runs
-    from prednet_keras.study_train import STUDY_MODELS
+    from prednet_keras import model_kinds, runlock, runs
 
-    study = options["model"] in STUDY_MODELS
+    study = not model_kinds.get(options["model"]).checkpoints
     config = _study_config(options) if study else _checked_train_config(options)
     runtime_config = _runtime_config(options)
     folder = runs.RunFolder(options["output"] or _default_output(options["model"]))
@@ -278,11 +282,12 @@ def _repeat(options):
 
 def _check_combinations(ctx, options):
     """One clear error for options that do not apply to --model."""
-    from prednet_keras.study_train import STUDY_MODELS
+    from prednet_keras import model_kinds
 
     explicit = dict(_explicit(ctx, options))
     model = options["model"]
-    if model in STUDY_MODELS:
+    kind = model_kinds.get(model)
+    if not kind.checkpoints:
         if options["resume"]:
             raise click.UsageError(
                 f"--resume is not available for --model {model}: its protocol keeps no checkpoints; "
@@ -293,57 +298,39 @@ def _check_combinations(ctx, options):
                 f"--precision {options['precision']} is for --model prednet only: the study's models are not "
                 "made to keep their states and loss in float32 under bfloat16."
             )
-        refused = [name for name in LOTTER_ONLY if name in explicit]
-        if model == "autoencoder":
-            refused += [n for n in ("stack_sizes", "r_stack_sizes", "filter_size", "size", "tbptt", "emulate_cpu_aliasing",
-                                    "period", "bprop") if n in explicit]
-        else:
-            refused += [n for n in ("autoencoder", "images") if n in explicit]
+        refused = [name for name in KIND_OPTIONS if name in explicit and name not in kind.options]
         if refused:
             flags = ", ".join("--" + n.replace("_", "-") for n in refused)
+            how = (f"it trains by --protocol {options['protocol'] or 'paper'}" if "protocol" in kind.options
+                   else "its function says how it trains")
             raise click.UsageError(
-                f"{flags} {'does' if len(refused) == 1 else 'do'} not apply to --model {model} "
-                f"(it trains by --protocol {options['protocol'] or 'paper'})."
+                f"{flags} {'does' if len(refused) == 1 else 'do'} not apply to --model {model} ({how})."
             )
     else:
-        refused = [name for name in STUDY_ONLY if name in explicit]
+        refused = [name for name in STUDY_ONLY if name in explicit and name not in kind.options]
         if refused:
             flags = ", ".join("--" + n.replace("_", "-") for n in refused)
+            others = " or ".join(f"--model {k.name}" for k in model_kinds.kinds() if not k.checkpoints)
             raise click.UsageError(
-                f"{flags} {'applies' if len(refused) == 1 else 'apply'} only to --model prednet-chainer or "
-                f"--model autoencoder, not to --model {model}."
+                f"{flags} {'applies' if len(refused) == 1 else 'apply'} only to {others}, not to --model {model}."
             )
 
 
 def _study_config(options):
-    """The validated options of a study-model run (--model prednet-chainer|autoencoder)."""
-    from prednet_keras.study_train import StudyConfig
+    """The validated options of a run of a kind trained by its protocol (--model prednet-chainer|autoencoder|
+    MODULE:FUNCTION)."""
+    from prednet_keras import model_kinds
 
-    chainer = options["model"] == "prednet-chainer"
-    config = StudyConfig(
-        model=options["model"],
-        protocol=options["protocol"] or "paper",
-        tbptt=options["tbptt"] if chainer else None,
-        emulate_cpu_aliasing=options["emulate_cpu_aliasing"] if chainer else None,
-        autoencoder=options["autoencoder"],
-        stack_sizes=options["stack_sizes"] if chainer else None,
-        r_stack_sizes=options["r_stack_sizes"] if chainer else None,
-        filter_size=options["filter_size"] if chainer else None,
-        data=options["data"],
-        size=options["size"] if chainer else None,
-        seed=options["seed"],
-        init_weights=options["init_weights"],
-        period=options["period"] if chainer else None,
-        bprop=options["bprop"] if chainer else None,
-        images=None if chainer else options["images"],
-    )
+    ctx = click.get_current_context(silent=True)
+    explicit = {name for name, _ in _explicit(ctx, options)} if ctx is not None else set()
+    config = model_kinds.get(options["model"]).config_from_options(options, explicit)
     try:
         config = config.resolved()
     except ValueError as error:
         raise click.UsageError(str(error)) from None
     config.check_paths()
     for name in ("data", "init_weights"):
-        if getattr(config, name) is not None:
+        if getattr(config, name, None) is not None:
             setattr(config, name, os.path.abspath(getattr(config, name)))
     return config
 
@@ -397,7 +384,9 @@ def _checked_train_config(options):
 
 
 def _default_output(model="prednet"):
-    base = os.path.join("weights", f"{model}-" + time.strftime("%Y%m%d-%H%M%S"))
+    from prednet_keras import model_kinds
+
+    base = os.path.join("weights", f"{model_kinds.get(model).output_name()}-" + time.strftime("%Y%m%d-%H%M%S"))
     output, n = base, 2
     while os.path.exists(output):
         output, n = f"{base}-{n}", n + 1
@@ -446,12 +435,13 @@ def _check_resume(ctx, options, folder):
     Returns:
         (completed epochs, the run's RuntimeConfig, the resume record for the training process).
     """
-    from prednet_keras import runs, runtime
+    from prednet_keras import model_kinds, runs, runtime
     from prednet_keras.recipe import TrainConfig
 
     manifest, done = folder.check_resumable()
     recorded_model = (manifest.get("options") or {}).get("model")
-    if recorded_model in ("prednet-chainer", "autoencoder"):
+    recorded_kind = model_kinds.find(recorded_model) if recorded_model else None
+    if recorded_kind is not None and not recorded_kind.checkpoints:
         raise runs.RunFolderError(
             f"{folder.path} is a --model {recorded_model} run; its protocol keeps no checkpoints, so it cannot be "
             "resumed: start it again (--overwrite replaces it)."

@@ -34,7 +34,7 @@ import shutil
 import time
 from pathlib import Path
 
-from prednet_keras import runs
+from prednet_keras import model_kinds, runs
 from prednet_keras.study import archive, starting_points
 from prednet_keras.study.local_executor import LocalExecutor
 from prednet_keras.study.one_run import PARTIAL, RUNS, run_folder
@@ -151,14 +151,14 @@ def _record_study(spec, study_dir, spec_path, command):
     runs.atomic_write_json(path, record)
 
 
-# [train] options added after studies were run, with the value those runs had.
-_PREDATING_TRAIN_OPTIONS = {"prednet": {"unroll": False, "augment": []}}
 # The same for runtime options.
 _PREDATING_RUNTIME_OPTIONS = {"precision": "float32"}
 
 
 def _check_compatible(recorded, spec, study_dir):
-    train = {**_PREDATING_TRAIN_OPTIONS.get(recorded.get("model"), {}), **recorded.get("train", {})}
+    # [train] options added after studies were run, with the value those runs had (the model kind says them).
+    kind = model_kinds.find(recorded.get("model"))
+    train = {**(kind.predating_train_options if kind else {}), **recorded.get("train", {})}
     if recorded.get("model") != spec.model or train != spec.train:
         differing = sorted(k for k in set(train) | set(spec.train) if train.get(k) != spec.train.get(k))
         what = "model" if recorded.get("model") != spec.model else "[train] " + ", ".join(differing)

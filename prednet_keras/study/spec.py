@@ -3,7 +3,9 @@
 A spec is a TOML file:
 
     name = "quick"                    # [default: the file's name]
-    model = "autoencoder"             # prednet | prednet-chainer | autoencoder
+    model = "autoencoder"             # prednet | prednet-chainer | autoencoder, or a user's Keras
+                                      # model: "mypkg.models:small_cnn" or "models.py:small_cnn"
+                                      # (a file path is relative to the spec's folder)
     seeds = 3                         # 3 -> seeds 0, 1, 2; or a list [0, 7, 11]
     replicates = 2                    # runs per seed and configuration
     replicate_seeds = [0, 1]          # only these seeds get `replicates` runs, the others one
@@ -32,9 +34,9 @@ A spec is a TOML file:
 
 A configuration sets runtime options (`runtime.RuntimeConfig`'s fields:
 backend, device, threads, interop_threads, deterministic, cudnn, tf32, onednn,
-xla, strict, precision; precision other than float32 only for model prednet) and, for prednet-chainer, the arm factors `tbptt` and
-`emulate_cpu_aliasing` (training-code switches that the study compares, so
-they are part of the configuration, not of the protocol). Everything else
+xla, strict, precision; precision other than float32 only for model prednet) and the model kind's arm
+factors (for prednet-chainer `tbptt` and `emulate_cpu_aliasing`: training-code switches that the study
+compares, so they are part of the configuration, not of the protocol; `model_kinds` says each kind's). Everything else
 that defines training goes in [train] and is the same for every run.
 
 Every key of every table is checked when the spec is read, before anything
@@ -55,14 +57,15 @@ import stat
 import tomllib
 from pathlib import Path
 
+from prednet_keras import model_kinds
 from prednet_keras.study import spec_rules
 from prednet_keras.study.spec_rules import RuleError
 
 __all__ = ["ARM_FACTORS", "PlannedRun", "SpecError", "StudySpec", "load_spec", "parse_spec", "ready_specs",
            "resolve_spec_path", "seed_list"]
 
-# Training switches a configuration may set (per model): the study's own factors.
-ARM_FACTORS = {"prednet-chainer": ("tbptt", "emulate_cpu_aliasing"), "prednet": (), "autoencoder": ()}
+# Training switches a configuration may set (per model kind): the study's own factors (model_kinds says them).
+ARM_FACTORS = {kind.name: tuple(kind.arm_factors) for kind in model_kinds.kinds()}
 RUNTIME_KEYS = tuple(spec_rules.RUNTIME_RULES)
 # Training options that identify a run rather than the protocol: set by the runner.
 RUNNER_OWNED = ("model", "seed", "init_weights")
@@ -150,7 +153,8 @@ class StudySpec:
 
     Attributes:
         name: the study's name.
-        model: "prednet", "prednet-chainer" or "autoencoder".
+        model: "prednet", "prednet-chainer", "autoencoder", or a user's model ("module:function", or
+            "/absolute/file.py:function": a relative file path in the spec is made absolute).
         train: the training options shared by every run (resolved: the
             model's config class's to_dict() without the runner-owned fields).
         configurations: the arms, in the spec's order.
@@ -311,7 +315,8 @@ def parse_spec(data, default_name="study", base=None):
             _check(None, key, data[key], rule)
     if "model" not in data:
         raise SpecError(f"model: missing; must be {spec_rules.TOP_RULES['model'].text}.")
-    model = data["model"]
+    kind = model_kinds.get(data["model"])
+    model = kind.canonical(base)
     name = data.get("name", default_name)
     if "name" not in data:
         try:
@@ -421,16 +426,6 @@ def seed_list(seeds, limit=10):
     return shown + (f", ... ({len(seeds)} seeds)" if len(seeds) > limit else "")
 
 
-def _config_class(model):
-    if model == "prednet":
-        from prednet_keras.recipe import TrainConfig
-
-        return TrainConfig
-    from prednet_keras.study_train import StudyConfig
-
-    return StudyConfig
-
-
 def _train_options(model, table, base):
     """[train] checked key by key, then by the model's config class; returns its resolved dict."""
     options = {key.replace("-", "_"): value for key, value in table.items()}
@@ -438,11 +433,12 @@ def _train_options(model, table, base):
     if owned:
         raise SpecError(f"[train] may not set {', '.join(owned)}: the study sets "
                         f"{'it' if len(owned) == 1 else 'them'} per run (use `model` and `seeds`).")
-    factors = sorted(set(options) & set(ARM_FACTORS[model]))
+    kind = model_kinds.get(model)
+    factors = sorted(set(options) & set(kind.arm_factors))
     if factors:
         raise SpecError(f"[train] sets {', '.join(factors)}, an arm factor: set it per configuration "
                         "(all alike is fine, but then it is not a factor).")
-    cls = _config_class(model)
+    cls = kind.config_class()
     known = {f.name for f in dataclasses.fields(cls)} - set(RUNNER_OWNED)
     unknown = sorted(set(options) - known)
     if unknown:
@@ -467,7 +463,7 @@ def _train_options(model, table, base):
     for key in RUNNER_OWNED:
         resolved.pop(key, None)
     # The arm factors' values come from the configurations.
-    for key in ARM_FACTORS[model]:
+    for key in kind.arm_factors:
         resolved.pop(key, None)
     return resolved
 
@@ -480,7 +476,8 @@ def _configurations(model, table, defaults):
         _check("runtime", key, value, spec_rules.RUNTIME_RULES[key])
     from prednet_keras.runtime import RuntimeConfig
 
-    factor_rules = spec_rules.factor_rules(model)
+    kind = model_kinds.get(model)
+    factor_rules = kind.factor_rules()
     out = []
     for name, values in table.items():
         try:
@@ -491,10 +488,10 @@ def _configurations(model, table, defaults):
         if not isinstance(values, dict):
             raise SpecError(f"[{place}] must be a table, got {spec_rules.shown(values)} "
                             f"({spec_rules.describe(values)}).")
-        allowed = set(RUNTIME_KEYS) | set(ARM_FACTORS[model])
+        allowed = set(RUNTIME_KEYS) | set(kind.arm_factors)
         unknown = sorted(set(values) - allowed)
         if unknown:
-            extra = f"; arm factors of {model}: {', '.join(ARM_FACTORS[model])}" if ARM_FACTORS[model] else ""
+            extra = f"; arm factors of {model}: {', '.join(kind.arm_factors)}" if kind.arm_factors else ""
             raise SpecError(f"[{place}]: unknown key{'s' if len(unknown) > 1 else ''} "
                             f"{', '.join(spec_rules.shown(k)[1:-1] for k in unknown)} "
                             f"(runtime: {', '.join(RUNTIME_KEYS)}{extra}).")
@@ -505,9 +502,9 @@ def _configurations(model, table, defaults):
             config = RuntimeConfig.from_dict(runtime)
         except (TypeError, ValueError) as error:
             raise SpecError(f"[{place}]: {error}") from None
-        if config.precision != "float32" and model != "prednet":
+        if config.precision != "float32" and not kind.precision_modes:
             raise SpecError(f"[{place}]: precision {config.precision} is for model prednet only.")
-        factors = _factors(model, values)
+        factors = kind.study_factors(values)
         out.append(Configuration(name=name, runtime=config.to_dict(), factors=factors))
     seen, folded = {}, {}
     for config in out:
@@ -521,11 +518,3 @@ def _configurations(model, table, defaults):
                             "their folders would be one on a case-insensitive file system.")
         folded[config.name.lower()] = config.name
     return out
-
-
-def _factors(model, values):
-    """The arm factors of a configuration (checked), with the model's defaults."""
-    if model == "prednet-chainer":
-        return {"tbptt": values.get("tbptt", "chainer"),
-                "emulate_cpu_aliasing": values.get("emulate_cpu_aliasing", False)}
-    return {}

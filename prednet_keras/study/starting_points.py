@@ -115,25 +115,9 @@ def _make_in_child(spec, study_dir, seeds, backend):
 
 def build_model(model, options):
     """The model whose weights a run of these training options starts from (in the child)."""
-    if model == "prednet":
-        from prednet_keras import train
+    from prednet_keras import model_kinds
 
-        config = train.TrainConfig.from_dict(dict(options, model=model)).resolved()
-        frames, _, _ = train.load_training_data(config)
-        built, _ = train.build_model(config, frames.frame_shape, jit_compile=False)
-        return built
-    from prednet_keras.study_train import StudyConfig
-
-    config = StudyConfig.from_dict(dict(options, model=model)).resolved()
-    if model == "prednet-chainer":
-        from prednet_keras import data as pdata
-        from prednet_keras import protocols
-
-        frames = pdata.load_frames(config.data or pdata.embedded_dataset("train"), size=config.size)
-        return protocols.build_chainer_prednet(frames.frame_shape, config.model_config())
-    from prednet_keras import autoencoder
-
-    return autoencoder.build_autoencoder(config.autoencoder)
+    return model_kinds.get(model).build_for_starting_point(dict(options, model=model))
 
 
 def _make(request):

@@ -1,0 +1,158 @@
+"""The kind "prednet-chainer": the study's Chainer-lineage PredNet, trained as the authors' main.py
+(`protocols.train_chainer_prednet`), window by window at batch 1."""
+
+from prednet_keras import value_rules as rules
+from prednet_keras.model_kinds import base
+from prednet_keras.model_kinds.study_config import CHAINER_DEFAULT_SIZE, TBPTT_MODES, ProtocolKind
+
+__all__ = ["KIND", "ChainerKind"]
+
+
+class ChainerKind(ProtocolKind):
+    name = "prednet-chainer"
+    help = "the study's Chainer-lineage PredNet"
+    options = ("protocol", "tbptt", "emulate_cpu_aliasing", "stack_sizes", "r_stack_sizes", "filter_size", "data",
+               "size", "seed", "init_weights", "period", "bprop")
+    arm_factors = {"tbptt": "chainer", "emulate_cpu_aliasing": False}
+    protocol_overrides = ("period", "bprop")
+    accepts_chainer_npz = True
+    history_columns = ("update", "loss", "window_loss", "sequence", "frame", "frames_seen", "steps", "seconds")
+    bench = base.BenchDefaults(size=(120, 160), nt=20, min_nt=1, train_batch_one=True)
+
+    def factor_rules(self):
+        return {"tbptt": rules.Choice(TBPTT_MODES), "emulate_cpu_aliasing": rules.Boolean()}
+
+    def resolve_config(self, config):
+        if config.tbptt is None:
+            config.tbptt = "chainer"
+        if config.emulate_cpu_aliasing is None:
+            config.emulate_cpu_aliasing = False
+        if config.filter_size is None:
+            config.filter_size = 3
+        if config.size is None:
+            config.size = CHAINER_DEFAULT_SIZE
+        return config
+
+    def validate_config(self, config):
+        if config.autoencoder is not None:
+            raise ValueError("--autoencoder applies to --model autoencoder, not to --model prednet-chainer.")
+        if config.images is not None:
+            raise ValueError("--images applies to --model autoencoder, not to --model prednet-chainer.")
+        if config.tbptt not in TBPTT_MODES:
+            raise ValueError(f"--tbptt must be one of {', '.join(TBPTT_MODES)}, got {config.tbptt!r}.")
+        if config.filter_size < 1 or config.filter_size % 2 == 0:
+            raise ValueError(f"--filter-size must be odd and >= 1, got {config.filter_size}.")
+        if config.stack_sizes is not None and len(config.stack_sizes) < 1:
+            raise ValueError("--stack-sizes must name at least one layer.")
+        layers = len(config.stack_sizes) if config.stack_sizes is not None else 4
+        if config.r_stack_sizes is not None and len(config.r_stack_sizes) != layers:
+            raise ValueError(f"--r-stack-sizes has {len(config.r_stack_sizes)} values but the model has {layers} "
+                             "layers.")
+        if len(config.size) != 2 or min(config.size) < 1:
+            raise ValueError(f"--size must be HxW with positive numbers, got {config.size}.")
+        from prednet_keras.frame_size import check_frame_size
+
+        check_frame_size(config.size[0], config.size[1], layers)
+
+    # -- training ---------------------------------------------------------------------------------------
+
+    def load_data(self, config):
+        from prednet_keras.train import _describe_data
+
+        origin = config.data or "embedded:train"
+        print(f"Loading frames ({'embedded real video' if config.data is None else config.data}) ...", flush=True)
+        dataset = self.load_data_quietly(config)
+        return dataset, {"train": _describe_data(dataset, origin)}
+
+    def load_data_quietly(self, config):
+        from prednet_keras import data as pdata
+
+        return pdata.load_frames(config.data or pdata.embedded_dataset("train"), size=config.size)
+
+    def build(self, config, data):
+        from prednet_keras import protocols
+
+        return protocols.build_chainer_prednet(data.frame_shape, config.model_config())
+
+    def plan(self, config, data, preset):
+        from prednet_keras import protocols, starting_point
+
+        windows, _ = protocols.plan_windows(
+            [len(s) for s in protocols.chainer_sequences(data)], preset.period, preset.bprop
+        )
+        # main.py's order: the sequences in turn, cycled; the windows say it all.
+        return len(windows), starting_point.order_checksum(
+            [v for w in windows for v in (w.sequence, w.first_step, w.last_step)]
+        )
+
+    def label(self, config):
+        return f"prednet-chainer ({config.protocol}, tbptt {config.tbptt})"
+
+    def study_settings(self, config):
+        return {"tbptt": config.tbptt, "emulate_cpu_aliasing": bool(config.emulate_cpu_aliasing)}
+
+    def protocol_record(self, config, preset):
+        import dataclasses
+
+        return {"model": config.model, "preset": dataclasses.asdict(preset), "model_config": config.model_config(),
+                "size": list(config.size)}
+
+    def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start):
+        from prednet_keras import protocols
+
+        return protocols.train_chainer_prednet(
+            data,
+            model_config=config.model_config(),
+            protocol=preset,
+            tbptt=config.tbptt,
+            emulate_cpu_aliasing=config.emulate_cpu_aliasing,
+            seed=config.seed,
+            initial_weights=initial_weights,
+            on_update=on_update,
+            jit_compile=jit_compile,
+            on_start=on_start,
+        )
+
+    def model_record(self, config, result):
+        return {
+            "name": config.model,
+            "parameters": int(result.summary.get("parameters", 0)),
+            "config": result.summary.get("model_config") or {"autoencoder": config.autoencoder},
+        }
+
+    # -- prednet-bench ------------------------------------------------------------------------------------
+
+    def bench_runner(self, config, phase, jit_compile, rng, kit):
+        import numpy as np
+
+        from prednet_keras.protocols import ChainerPredNetTrainer
+
+        model_config = {"stack_sizes": tuple(config.stack_sizes)}
+        trainer = ChainerPredNetTrainer(config.frame_shape, model_config, bprop=config.nt, jit_compile=jit_compile)
+        parameters = int(trainer.layer.count_params())
+        if phase == "train":
+            # One window: nt frame steps (nt + 1 frames: inputs and the last target), batch 1.
+            window = kit.synthetic(rng, (config.nt + 1,) + config.frame_shape)
+            count = [0]
+
+            def step():
+                count[0] += 1
+                return trainer.update(window, starts_sequence=count[0] == 1)
+
+            notes = (
+                "ChainerPredNetTrainer.update: one truncated-BPTT window of nt frame steps at batch 1 "
+                "(tbptt chainer, Chainer's Adam), as train_chainer_prednet"
+            )
+        else:
+            predictor = trainer.prediction_model(nt=config.nt)
+            predictor.compile(jit_compile=jit_compile)
+            x = kit.synthetic(rng, (config.batch_size, config.nt) + config.frame_shape)
+
+            def step():
+                return np.asarray(predictor.predict_on_batch(x))
+
+            notes = "predict_on_batch of ChainerPredNetTrainer.prediction_model"
+        return kit.Runner(kit.one_by_one(step), parameters, config.frames_per_step, notes)
+
+
+KIND = ChainerKind()
