@@ -152,9 +152,9 @@ def _record_study(spec, study_dir, spec_path, command):
 
 
 # [train] options added after studies were run, with the value those runs had.
-_PREDATING_TRAIN_OPTIONS = {"prednet": {"unroll": False, "augment": []}}
+_PREDATING_TRAIN_OPTIONS = {"prednet": {"unroll": False, "augment": [], "patience": None}}
 # The same for runtime options.
-_PREDATING_RUNTIME_OPTIONS = {"precision": "float32"}
+_PREDATING_RUNTIME_OPTIONS = {"precision": "float32", "devices": 1}
 
 
 def _check_compatible(recorded, spec, study_dir):

@@ -313,6 +313,8 @@ RUNTIME_RULES = {
     "xla": Boolean(),
     "strict": Boolean(),
     "precision": Choice(PRECISIONS),
+    # A study's runs each train on one device (prednet-train --devices trains data-parallel).
+    "devices": Whole(1, 1, "each study run trains on one device"),
 }
 
 REPORT_RULES = {
@@ -355,6 +357,7 @@ def train_rules(model):
             "val_fraction": Number(0, 1),
             "unroll": Boolean(),
             "augment": ListOf(Choice(AUGMENTATIONS), 0, len(AUGMENTATIONS)),
+            "patience": Whole(1, 100_000, "epochs without a lower validation loss before stopping"),
         }
     from prednet_keras.study_train import AUTOENCODERS, PROTOCOLS, TBPTT_MODES
 
