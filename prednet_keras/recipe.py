@@ -76,6 +76,9 @@ class TrainConfig(OptionsRecord):
             backwards, each with probability 1/2 (see `augment_sequence`).
             Empty, the recipe's default: the original trained on the frames
             as they are.
+        patience: stop once the validation loss has not improved for this
+            many epochs (Keras' EarlyStopping); None trains every epoch, as
+            the recipe. model.keras stays the best epoch's either way.
     """
 
     WHAT = "training options"
@@ -101,6 +104,7 @@ class TrainConfig(OptionsRecord):
     init_weights: str = None
     unroll: bool = True
     augment: tuple = ()
+    patience: int = None
 
     @classmethod
     def from_dict(cls, values):
@@ -148,6 +152,11 @@ class TrainConfig(OptionsRecord):
             raise ValueError(f"--val-sequences must be >= 0, got {self.val_sequences}.")
         if not 0 < self.val_fraction < 1:
             raise ValueError(f"--val-fraction must be between 0 and 1, got {self.val_fraction}.")
+        if self.patience is not None:
+            if isinstance(self.patience, bool) or not isinstance(self.patience, (int, np.integer)) or self.patience < 1:
+                raise ValueError(f"--patience must be an integer >= 1, got {self.patience!r}.")
+            if not self.val_sequences:
+                raise ValueError("--patience watches the validation loss, and --val-sequences 0 leaves none.")
         unknown = [name for name in self.augment if name not in AUGMENTATIONS]
         if unknown or len(set(self.augment)) != len(self.augment):
             raise ValueError(f"--augment takes distinct names among {', '.join(AUGMENTATIONS)}, "

@@ -112,6 +112,9 @@ class RuntimeConfig:
             in-process by `configure`, after a check that this backend and device
             can run bfloat16 convolutions. Independent of `tf32`, which says how
             float32 convolutions and products run on NVIDIA GPUs.
+        devices: devices of this host to train on, data-parallel (Keras'
+            DataParallel, set up by `distribution.configure` in the training
+            process); more than 1 exists on JAX only (`distribution.request_problem`).
     """
 
     backend: str = "tensorflow"
@@ -125,6 +128,7 @@ class RuntimeConfig:
     xla: bool | None = None
     interop_threads: int | None = None
     precision: str = "float32"
+    devices: int = 1
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
@@ -137,12 +141,12 @@ class RuntimeConfig:
             raise ValueError(f"Device {self.device!r}: a CPU run uses the whole CPU; use 'cpu' and `threads`.")
         kind = "cpu" if match.group(1) == "cpu" else "gpu"
         self.device = kind if match.group(2) is None else f"{kind}:{int(match.group(2))}"
-        for name in ("threads", "interop_threads"):
+        for name in ("threads", "interop_threads", "devices"):
             value = getattr(self, name)
-            if value is None:
+            if value is None and name != "devices":
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"`{name}` must be a whole number >= 1 or None, got {value!r}.")
+                raise ValueError(f"`{name}` must be a whole number >= 1{'' if name == 'devices' else ' or None'}, got {value!r}.")
             if value < 1:
                 raise ValueError(f"`{name}` must be >= 1, got {value}.")
         for name in ("deterministic", "cudnn", "strict"):

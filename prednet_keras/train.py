@@ -34,6 +34,8 @@ import keras
 import numpy as np
 
 from prednet_keras import runs, torch_compile
+from prednet_keras.distribution import batch_problem
+from prednet_keras.early_stopping import ResumableEarlyStopping
 from prednet_keras.runs import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.models import build_training_model
@@ -812,6 +814,11 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     monitor = "val_loss" if validation is not None else "loss"
 
     requested = (manifest.get("runtime") or {}).get("requested") or {}
+    devices = int(requested.get("devices") or 1)
+    # The validation sequences there are, which may be fewer than asked for.
+    uneven = batch_problem(config.batch_size, validation.N_sequences if validation is not None else 0, devices)
+    if uneven:
+        raise ValueError(uneven)
     jit = jit_compile_for(requested, runtime_record.get("effective") or {})
     keras.utils.set_random_seed(config.seed)
     model, prednet_kwargs = build_model(config, train_data.frame_shape, jit)
@@ -921,14 +928,23 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     ]
     if should_stop is not None:
         callbacks.insert(0, StopOnRequest(should_stop))
+    early = None
+    if config.patience:
+        # After the recorder: the epoch that stops training is recorded in full first.
+        early = ResumableEarlyStopping(config.patience, config.epochs, best, first_epoch)
+        callbacks.insert(callbacks.index(recorder) + 1, early)
     print(
         f"Training {config.model} ({model.count_params():,} parameters) on {len(sequences)} sequences of "
         f"{config.nt} frames {'x'.join(map(str, train_data.frame_shape))}, "
         f"{config.steps_per_epoch} steps of {config.batch_size} per epoch, "
         f"validation on {validation.N_sequences if validation is not None else 0} sequences; "
-        f"backend {keras.backend.backend()}.",
+        f"backend {keras.backend.backend()}"
+        + (f", data-parallel on {devices} devices ({config.batch_size // devices} sequences each)" if devices > 1
+           else "") + ".",
         flush=True,
     )
+    if early is not None:
+        print(f"Early stopping: once val_loss has not improved for {plural(config.patience, 'epoch')}.", flush=True)
     print(f"Learning rate: {schedule_text(config)} ({_drop_rule(manifest, config)}).", flush=True)
     started = time.perf_counter()
     try:
@@ -962,6 +978,8 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
         )
     if trajectory.enabled and trajectory.save():
         manifest["trajectory"] = trajectory.record()
+    if early is not None and early.record():
+        manifest["result"] = dict(manifest.get("result") or {}, stopped_early=early.record())
     # Final weights, the same bytes on every backend: the determinism audit's record.
     return _finish(folder, manifest, session, folder.read_state(), starting_point.weights_checksum(model))
 
@@ -1086,9 +1104,11 @@ def _finish(folder, manifest, session, state, weights_checksum=None):
     if history:
         runs.plot_history(history, folder.loss_plot_path, title=folder.path.name)
     best = result.get("best_epoch")
+    stopped = manifest["result"].get("stopped_early")
     print(
         f"Done: {plural(result['epochs_completed'], 'epoch')} completed in {folder.path}"
-        + (f"; best epoch {best} ({state['monitor']} {state['best_value']:.6g}) in {folder.model_path}" if best else ""),
+        + (f"; best epoch {best} ({state['monitor']} {state['best_value']:.6g}) in {folder.model_path}" if best else "")
+        + (f"; stopped early at epoch {stopped['epoch']}: {stopped['reason']}" if stopped else ""),
         flush=True,
     )
     return result

@@ -126,6 +126,11 @@ def train_main(run_dir, quiet=False, resume=None):
         # Refuses (RuntimeSetupError) when a requested setting is not in force,
         # e.g. a GPU asked for and not visible.
         effective = runtime.configure(config)
+        if config.devices > 1:
+            from prednet_keras import distribution
+
+            # Before any model is built: its variables are then created on every device.
+            effective["distribution"] = distribution.configure(config.devices, config.device_kind)
         record = {"effective": effective, "fingerprint": runtime.fingerprint()}
         print(f"{config.backend} started on {config.device} in {time.perf_counter() - _STARTED:.1f} s", flush=True)
 

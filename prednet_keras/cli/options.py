@@ -3,6 +3,7 @@
     @runtime_options()                      --backend --device --threads --deterministic
                                             --cudnn --tf32 --onednn --xla (--jit-compile)
                                             --precision -v
+    @runtime_options(devices=True)          ... and --devices (prednet-train)
     config = runtime_config(options)        a runtime.RuntimeConfig (default backend filled in,
                                             a missing backend named with its pip install)
 """
@@ -49,13 +50,21 @@ def precision_option():
                         help=PRECISION_HELP)
 
 
-def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu"):
+DEVICES_HELP = (
+    "Train data-parallel on the first N devices of --device (Keras' DataParallel; JAX only). --batch-size stays "
+    "the global batch, split evenly over the N devices, so it must divide by N. On a CPU, JAX shows N devices "
+    "with XLA_FLAGS=--xla_force_host_platform_device_count=N."
+)
+
+
+def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu", devices=False):
     """Decorator adding the runtime options (and -v) to a Click command.
 
     Args:
         interop_threads: also offer --interop-threads.
         cudnn: offer --cudnn/--no-cudnn.
         device_default: the default of --device.
+        devices: offer --devices (data-parallel training).
     """
     options = [
         click.option("--backend", type=click.Choice(BACKENDS), default=None, help=BACKEND_HELP),
@@ -64,6 +73,9 @@ def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu"):
         click.option("--threads", type=click.IntRange(min=1), default=None,
                      help="CPU compute threads (TensorFlow intra-op, torch, JAX by CPU affinity) [default: the framework's]."),
     ]
+    if devices:
+        options.append(click.option("--devices", type=click.IntRange(min=1), default=1, show_default=True,
+                                    help=DEVICES_HELP))
     if interop_threads:
         options.append(click.option(
             "--interop-threads", type=click.IntRange(min=1), default=None,
@@ -94,7 +106,7 @@ def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu"):
 
 
 RUNTIME_FIELDS = ("backend", "device", "threads", "interop_threads", "deterministic", "cudnn", "tf32", "onednn", "xla",
-                  "precision")
+                  "precision", "devices")
 
 
 def runtime_config(options, strict=True):

@@ -18,7 +18,7 @@ RESUME_MAY_CHANGE = {"epochs", "quiet", "output", "resume"}
 # Lotter's recipe only: refused with the study models (issue 9), which follow their protocol.
 LOTTER_ONLY = (
     "nt", "batch_size", "epochs", "steps_per_epoch", "lr", "lr_drop_epoch", "lr_drop_factor",
-    "layer_loss", "val_sequences", "val_data", "val_fraction", "unroll", "augment",
+    "layer_loss", "val_sequences", "val_data", "val_fraction", "unroll", "augment", "patience", "devices",
 )
 # The study models' options: refused with --model prednet.
 STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder", "period", "bprop", "images")
@@ -26,7 +26,8 @@ STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder", "perio
 # order an error lists them.
 KIND_OPTIONS = LOTTER_ONLY + ("stack_sizes", "r_stack_sizes", "filter_size", "size", "tbptt", "emulate_cpu_aliasing",
                               "period", "bprop", "autoencoder", "images", "protocol", "data")
-RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "xla", "precision")
+RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "xla", "precision",
+                   "devices")
 
 
 class LayerLoss(click.ParamType):
@@ -82,7 +83,7 @@ Examples:
 @click.option("--size", type=FrameSize(), help="Resize frames to HxW (each divisible by 2^(layers-1)) [default: the data's size; 120x160 for prednet-chainer].")
 @click.option("--epochs", type=click.IntRange(min=1), default=150, show_default=True, help="Training epochs.")
 @click.option("--steps-per-epoch", type=click.IntRange(min=1), help="Steps per epoch [default: 500 // batch size = 125].")
-@click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True, help="Sequences per step.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=4, show_default=True, help="Sequences per step: the global batch, split over --devices.")
 @click.option("--nt", type=click.IntRange(min=2), default=10, show_default=True, help="Frames per sequence.")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=1e-3, show_default=True, help="Adam learning rate.")
 @click.option("--lr-drop-epoch", type=click.IntRange(min=0), help="Epochs at --lr; later epochs use lr x --lr-drop-factor [default: epochs // 2, kitti_train.py's rule (75 of 150), so a 4-epoch run trains epochs 3-4 at the lower rate].")
@@ -92,8 +93,9 @@ Examples:
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the initial weights and of the order of training sequences.")
 @click.option("--unroll/--no-unroll", default=True, show_default=True, help="Unroll the time loop in the compiled training step: the same operations, which XLA then optimises across time steps (1.3x faster with JAX on an H200; no change with TensorFlow on a CPU).")
 @click.option("--augment", type=click.Choice(["flip", "reverse"]), multiple=True, help="Augment the training sequences (repeatable): flip mirrors a sequence left-right, reverse plays it backwards, each drawn with probability 1/2 per sequence from the seed [default: none, as the recipe].")
+@click.option("--patience", type=click.IntRange(min=1), help="Stop early once the validation loss has not improved for N epochs (Keras' EarlyStopping); model.keras stays the best epoch's, and the manifest's result.stopped_early says when and why. An early-stopped run is complete: --resume refuses it [default: train every epoch].")
 @click.option("--init-weights", type=click.Path(dir_okay=False), help="Start from these initial weights (e.g. another run's initial_weights.h5) instead of the seed's.")
-@runtime_options()
+@runtime_options(devices=True)
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Run folder [default: weights/prednet-<date>-<time>].")
 @click.option("--resume", is_flag=True, help="Continue the run in --output from its last completed epoch. A complete run is continued only with --epochs raised above its epochs; a shipped model, a folder that is not a run folder, or one whose files do not match its manifest is refused, unchanged.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run folder at --output. The old run is kept aside until the new one completes its first epoch, and put back unchanged if the new one fails or is stopped before that.")
@@ -147,7 +149,7 @@ def _train_new(options):
 
     study = not model_kinds.get(options["model"]).checkpoints
     config = _study_config(options) if study else _checked_train_config(options)
-    runtime_config = _runtime_config(options)
+    runtime_config = _runtime_config(options, None if study else config)
     folder = runs.RunFolder(options["output"] or _default_output(options["model"]))
     replacement = runs.Replacement(folder)
     if not replacement.aside.is_dir():
@@ -361,11 +363,21 @@ def _train_config(options):
         unroll=options["unroll"],
         # The order the flags came in does not matter: augment_sequence applies them in one order.
         augment=tuple(name for name in AUGMENTATIONS if name in options["augment"]),
+        patience=options["patience"],
     )
 
 
-def _runtime_config(options):
-    return runtime_config(options)
+def _runtime_config(options, config=None):
+    """The RuntimeConfig of a new run; with `config` (a --model prednet run), its batches checked against --devices."""
+    from prednet_keras import distribution
+
+    runtime = runtime_config(options)
+    problem = distribution.request_problem(runtime.backend, runtime.device, runtime.devices)
+    if problem is None and config is not None:
+        problem = distribution.batch_problem(config.batch_size, config.val_sequences, runtime.devices)
+    if problem:
+        raise click.UsageError(problem)
+    return runtime
 
 
 def _checked_train_config(options):
@@ -454,6 +466,13 @@ def _check_resume(ctx, options, folder):
             f"{folder.manifest_path} does not record a prednet run's options and runtime ({error}); "
             "it cannot be resumed."
         ) from None
+    stopped = (manifest.get("result") or {}).get("stopped_early")
+    if stopped:
+        raise runs.RunFolderError(
+            f"{folder.path} stopped early at epoch {stopped.get('epoch')}: {stopped.get('reason')}, best epoch "
+            f"{stopped.get('best_epoch')} (in model.keras). An early-stopped run is complete; --resume has nothing "
+            "to continue. Train further in a new run (a larger --patience, or none)."
+        )
     given = _train_config(options)
     for name, value in _explicit(ctx, options):
         if name in RESUME_MAY_CHANGE or name in ("overwrite",):

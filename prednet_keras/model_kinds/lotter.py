@@ -14,10 +14,10 @@ class LotterKind(base.ModelKind):
     precision_modes = True
     options = ("stack_sizes", "r_stack_sizes", "filter_size", "data", "val_data", "val_fraction", "size", "epochs",
                "steps_per_epoch", "batch_size", "nt", "lr", "lr_drop_epoch", "lr_drop_factor", "layer_loss",
-               "val_sequences", "seed", "unroll", "augment", "init_weights")
+               "val_sequences", "seed", "unroll", "augment", "init_weights", "patience", "devices")
     bench = base.BenchDefaults(size=(128, 160), nt=10, min_nt=2, unroll=True)
     # [train] options added after studies were run, with the value those runs had.
-    predating_train_options = {"unroll": False, "augment": []}
+    predating_train_options = {"unroll": False, "augment": [], "patience": None}
 
     def config_class(self):
         from prednet_keras.recipe import TrainConfig
@@ -42,6 +42,7 @@ class LotterKind(base.ModelKind):
             "val_fraction": rules.Number(0, 1),
             "unroll": rules.Boolean(),
             "augment": rules.ListOf(rules.Choice(AUGMENTATIONS), 0, len(AUGMENTATIONS)),
+            "patience": rules.Whole(1, 100_000, "epochs without a lower validation loss before stopping"),
         }
 
     def build_for_starting_point(self, options):

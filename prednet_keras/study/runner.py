@@ -152,7 +152,7 @@ def _record_study(spec, study_dir, spec_path, command):
 
 
 # The same for runtime options.
-_PREDATING_RUNTIME_OPTIONS = {"precision": "float32"}
+_PREDATING_RUNTIME_OPTIONS = {"precision": "float32", "devices": 1}
 
 
 def _check_compatible(recorded, spec, study_dir):

@@ -134,6 +134,8 @@ RUNTIME_RULES = {
     "xla": Boolean(),
     "strict": Boolean(),
     "precision": Choice(PRECISIONS),
+    # A study's runs each train on one device (prednet-train --devices trains data-parallel).
+    "devices": Whole(1, 1, "each study run trains on one device"),
 }
 
 REPORT_RULES = {

@@ -269,7 +269,9 @@ def test_fuzzed_specs_are_accepted_or_refused_cleanly():
     # Every value at every place, one at a time ...
     single = [_accepted_or_refused(_mutated(base, [(place, value)])) for place in FUZZ_PLACES for value in FUZZ_VALUES]
     # ... and 500 specs with two or three of them at once.
-    generator = random.Random(24)
+    # About 1 in 500 of these is a valid spec, so the seed must draw some: the draws shift whenever a rule is
+    # added (24 drew none once `devices` joined the runtime rules).
+    generator = random.Random(15)
     several = [_accepted_or_refused(_mutated(base, [(generator.choice(FUZZ_PLACES), generator.choice(FUZZ_VALUES))
                                                     for _ in range(generator.randint(2, 3))]))
                for _ in range(500)]

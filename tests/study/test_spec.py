@@ -35,6 +35,7 @@ def test_a_spec_plans_every_seed_replicate_and_configuration():
     assert spec.configuration("a").runtime == {
         "backend": "tensorflow", "device": "cpu", "threads": 1, "deterministic": True, "cudnn": True,
         "tf32": None, "onednn": None, "strict": True, "xla": None, "interop_threads": None, "precision": "float32",
+        "devices": 1,
     }
     # [train] resolved by the model's config class; the runner owns seed and weights.
     assert spec.train["images"] == 20 and spec.train["autoencoder"] == "conv"
