@@ -365,7 +365,15 @@ class PredNetCell(keras.layers.Layer):
             self._act(x), self._act(conv.kernel), strides=1, padding="same",
             data_format="channels_last",
         )
-        return y + self._act(conv.bias)
+        return self._add_bias(y, conv.bias)
+
+    def _add_bias(self, y, bias):
+        # Under a mixed policy the bias is broadcast in float32, then cast: its gradient, a sum
+        # over batch and pixels (tens of thousands of terms), is then taken in float32; a
+        # bfloat16 bias would have it summed in bfloat16.
+        if self.activation_dtype == self.compute_dtype:
+            return y + bias
+        return y + self._act(ops.broadcast_to(bias, ops.shape(y)))
 
     def _gates(self, x, l):
         """i, f, candidate (pre-activation), o of layer l: one fused convolution."""
@@ -376,7 +384,7 @@ class PredNetCell(keras.layers.Layer):
             self._act(x), self._act(kernel), strides=1, padding="same",
             data_format="channels_last",
         )
-        z = z + self._act(bias)
+        z = self._add_bias(z, bias)
         z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
         return self._gate_act(z_i), self._gate_act(z_f), z_c, self._gate_act(z_o)
 
