@@ -32,16 +32,35 @@ Deliberate differences from the Keras 2 code (numerically equivalent):
   torch.compile can trace it.
 
 Mixed precision (a Keras dtype policy such as "mixed_bfloat16": float32
-variables, bfloat16 compute). Only the convolutions run in the policy's
-compute dtype (`conv_dtype`): their inputs and kernels are cast to it and their
-results back to float32 before the bias is added. The recurrent state (r, c,
-e), the gates, the errors and every output stay in the variables' dtype, so
-`compute_dtype` of the layer and of the cell is float32 under such a policy.
-Why: c accumulates `f * c + i * g` over the sequence and the errors are
-differences of nearly equal numbers (prediction and frame); rounded to
-bfloat16's 8 significant bits at every step, both lose what the loss is
-made of. Under a float32 policy there is no cast at all: the same operations
-as without this feature.
+variables, bfloat16 compute). The activations run in the policy's compute dtype
+(`activation_dtype`): the convolutions (inputs, kernels and biases cast to it),
+the gates i, f, o and the candidate, r_l, A_l and Ahat_l, and the errors E_l as
+they are kept for the next step and fed to the next layer's convolution. On a
+GPU the training step is bound by the memory traffic of this elementwise work
+and of the activations saved for the backward pass, not by the convolutions'
+arithmetic, so this is where the speed is. Float32 (the variables' dtype),
+each for a reason:
+- the LSTM cell state c_l: it accumulates `f * c + i * g` over the sequence;
+  rounded to bfloat16's 8 significant bits at every step, the small increments
+  `i * g` are lost against a larger c. `f * c` and the sum are computed in
+  float32 (`i * g` is rounded once, as one increment);
+- the frame A_0 and the error against it, E_0 (ahat_0 in bfloat16 minus the
+  frame in float32): the frame is the data, and pixel values k/255 are not
+  bfloat16 numbers; E_0 enters the state (and A_1's convolution) in bfloat16;
+- the per-layer mean errors (output_mode "error" / "all"): the mean of each E_l
+  is taken in float32, as the loss is made of them (and `WeightedError` in
+  models.py, the loss itself, is float32 whatever the policy);
+- the biases' gradients: a bias is broadcast in float32 and then cast, so that
+  its gradient, a sum over batch and pixels, is taken in float32;
+- what the layer takes and gives: `compute_dtype` of the layer and of the cell is
+  float32, so frames come in and outputs and states leave (`return_state`) as
+  float32, and a stateful layer's state variables are float32. keras.layers.RNN
+  gives every state one dtype (its state variables and its initial state are cast
+  to the cell's compute_dtype: keras-team/keras#20605, #15164); PredNet.inner_loop
+  then casts each state to its own dtype (`cell.state_dtypes`) before the time
+  loop, so that c crosses calls of a stateful layer unrounded.
+Under a float32 policy every dtype is float32 and there is no cast at all: the
+same operations as without this feature (each cast is a Python-level decision).
 """
 
 import re
@@ -185,24 +204,35 @@ class PredNetCell(keras.layers.Layer):
     # --------------------------------------------------------------- dtypes
     @property
     def compute_dtype(self):
-        """The dtype of states, gates, errors and outputs: the variables' dtype.
-
-        Under a mixed policy only the convolutions run in the policy's compute
-        dtype (`conv_dtype`); see the module docstring.
-        """
+        """The dtype of what the cell takes and gives: frames, outputs, the state list
+        keras.layers.RNN keeps. The variables' dtype (float32 under a mixed policy);
+        see the module docstring."""
         return self.dtype_policy.variable_dtype
 
     @property
-    def conv_dtype(self):
-        """The dtype the convolutions compute in: the policy's compute dtype."""
+    def activation_dtype(self):
+        """The dtype of the activations (convolutions, gates, r, A, Ahat, E): the policy's
+        compute dtype (bfloat16 under "mixed_bfloat16")."""
         return self.dtype_policy.compute_dtype
 
-    def _conv_input(self, x):
-        # A Python-level decision, so that a float32 model has no cast in its graph at all.
-        return x if self.conv_dtype == self.compute_dtype else ops.cast(x, self.conv_dtype)
+    @property
+    def state_dtypes(self):
+        """The dtype of each state in the time loop: r and e in `activation_dtype`; c, the
+        previous prediction (it replaces the frame) and the step counter in float32."""
+        L, act, exact = self.nb_layers, self.activation_dtype, self.compute_dtype
+        dtypes = [act] * L + [exact] * L + [act] * L
+        if self.extrap_start_time is not None:
+            dtypes += [exact, exact]
+        return dtypes
 
-    def _conv_output(self, y):
-        return y if self.conv_dtype == self.compute_dtype else ops.cast(y, self.compute_dtype)
+    def _act(self, x):
+        """x in the activation dtype. A Python-level decision: no cast when it is x's already,
+        so that a float32 model has no cast in its graph at all."""
+        return _as_dtype(x, self.activation_dtype)
+
+    def _exact(self, x):
+        """x in float32 (the variables' dtype); no cast when it is already."""
+        return _as_dtype(x, self.compute_dtype)
 
     # ------------------------------------------------------------------ build
     def build(self, input_shape):
@@ -289,22 +319,27 @@ class PredNetCell(keras.layers.Layer):
                 inputs.append(_upsample2x(r[l + 1]))
             x = ops.concatenate(inputs, axis=-1)
             i, f, candidate, o = self._gates(x, l)
-            c[l] = f * c_tm1[l] + i * self._lstm_act(candidate)
-            r[l] = o * self._lstm_act(c[l])
+            # c is float32 (see the module docstring): f * c and the sum are computed in it.
+            c[l] = self._exact(f) * c_tm1[l] + self._exact(i * self._lstm_act(candidate))
+            r[l] = o * self._act(self._lstm_act(c[l]))
 
         # 2. Bottom-up: predictions, errors and the next layer's target.
         e = [None] * L
+        errors = [None] * L  # E_l as computed; e_l is E_l in the activation dtype
         output = None
         for l in range(L):
             ahat = ops.relu(self._conv("ahat", l, r[l]))
             if l == 0:
                 ahat = ops.minimum(ahat, self.pixel_max)
                 frame_prediction = ahat
-            e[l] = ops.concatenate(
+                # E_0 against the frame as given (float32 under a mixed policy).
+                ahat = self._exact(ahat)
+            error = ops.concatenate(
                 [self._error_act(ahat - a), self._error_act(a - ahat)], axis=-1
             )
+            errors[l], e[l] = error, self._act(error)
             if self.output_layer_num == l:
-                output = {"A": a, "Ahat": ahat, "R": r[l], "E": e[l]}[self.output_layer_type]
+                output = {"A": a, "Ahat": ahat, "R": r[l], "E": error}[self.output_layer_type]
             if l < L - 1:
                 a = _maxpool2x2(self._a_act(self._conv("a", l, e[l])))
 
@@ -312,25 +347,35 @@ class PredNetCell(keras.layers.Layer):
             if self.output_mode == "prediction":
                 output = frame_prediction
             else:
-                errors = ops.stack([ops.mean(e_l, axis=(1, 2, 3)) for e_l in e], axis=-1)
+                # Means taken in float32: the loss is made of them.
+                means = [ops.mean(self._exact(error), axis=(1, 2, 3)) for error in errors]
+                errors = ops.stack(means, axis=-1)
                 if self.output_mode == "error":
                     output = errors
                 else:  # "all"
                     flat = ops.reshape(frame_prediction, (ops.shape(frame_prediction)[0], -1))
-                    output = ops.concatenate([flat, errors], axis=-1)
+                    output = ops.concatenate([self._exact(flat), errors], axis=-1)
 
         new_states = r + c + e
         if self.extrap_start_time is not None:
-            new_states += [frame_prediction, t + 1]
+            new_states += [self._exact(frame_prediction), t + 1]
         return output, new_states
 
     def _conv(self, kind, l, x):
         conv = self.convs[kind][l]
         y = ops.conv(
-            self._conv_input(x), self._conv_input(conv.kernel), strides=1, padding="same",
+            self._act(x), self._act(conv.kernel), strides=1, padding="same",
             data_format="channels_last",
         )
-        return self._conv_output(y) + conv.bias
+        return self._add_bias(y, conv.bias)
+
+    def _add_bias(self, y, bias):
+        # Under a mixed policy the bias is broadcast in float32, then cast: its gradient, a sum
+        # over batch and pixels (tens of thousands of terms), is then taken in float32; a
+        # bfloat16 bias would have it summed in bfloat16.
+        if self.activation_dtype == self.compute_dtype:
+            return y + bias
+        return y + self._act(ops.broadcast_to(bias, ops.shape(y)))
 
     def _gates(self, x, l):
         """i, f, candidate (pre-activation), o of layer l: one fused convolution."""
@@ -338,10 +383,10 @@ class PredNetCell(keras.layers.Layer):
         kernel = ops.concatenate([conv.kernel for conv in convs], axis=-1)
         bias = ops.concatenate([conv.bias for conv in convs], axis=-1)
         z = ops.conv(
-            self._conv_input(x), self._conv_input(kernel), strides=1, padding="same",
+            self._act(x), self._act(kernel), strides=1, padding="same",
             data_format="channels_last",
         )
-        z = self._conv_output(z) + bias
+        z = self._add_bias(z, bias)
         z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
         return self._gate_act(z_i), self._gate_act(z_f), z_c, self._gate_act(z_o)
 
@@ -491,8 +536,8 @@ class PredNet(keras.layers.RNN):
     def compute_dtype(self):
         """The dtype of the frames taken in, the states and the outputs: the variables' dtype.
 
-        Under a mixed policy only the cell's convolutions use the policy's compute
-        dtype (`cell.conv_dtype`); see the module docstring.
+        Under a mixed policy the cell's activations use the policy's compute dtype
+        (`cell.activation_dtype`) inside the time loop; see the module docstring.
         """
         return self.dtype_policy.variable_dtype
 
@@ -513,10 +558,13 @@ class PredNet(keras.layers.RNN):
             with keras.name_scope(self.cell.name, caller=self.cell):
                 return self.cell.call(inputs, states, training=training)
 
+        # keras.layers.RNN has cast every state to the cell's compute_dtype (float32);
+        # each state enters the loop in its own dtype (no cast under a float32 policy).
+        initial_state = [_as_dtype(s, d) for s, d in zip(initial_state, self.cell.state_dtypes)]
         return _keras_backend.rnn(
             step,
             sequences,
-            list(initial_state),
+            initial_state,
             go_backwards=self.go_backwards,
             mask=mask,
             unroll=self.unroll,
@@ -674,6 +722,13 @@ def _serialize_activation(activation):
 
 def _shrink(size, l):
     return None if size is None else size // 2**l
+
+
+def _as_dtype(x, dtype):
+    """x in `dtype`: no cast (none in the graph) when it is x's already."""
+    if keras.backend.standardize_dtype(x.dtype) == dtype:
+        return x
+    return ops.cast(x, dtype)
 
 
 def _upsample2x(x):

@@ -1,0 +1,158 @@
+#!/bin/bash
+# Issue 25 on the GPU machine: is mixed_bfloat16 (PredNet's activations in bfloat16; c, E_0, the error means and
+# the loss in float32) faster than float32, and does it train as well? Within about 250 s of machine time:
+#   prednet-bench training throughput of Lotter's KITTI configuration ((3,48,96,192), 128x160, nt 10, Adam, time
+#   loop unrolled), JAX float32 (TF32 convolutions, JAX's default) and JAX mixed_bfloat16, at batch 4 and 16;
+#   then prednet-train on the embedded video, 3 epochs of 125 steps, JAX, both precisions at once from seed 0,
+#   final validation loss.
+#
+#   bash scripts/device/bf16_h200.sh OUT
+#
+# Run from the repository root after the set-up of ../shared/gpu/README.md (the wheels installed, PYTHONPATH
+# holding them and the repository). Every configuration is its own process under `timeout`: one that fails or runs
+# out of time is recorded and the next one starts. They start in the order below until PERF_BUDGET_S seconds
+# (default 220) have passed; each gets at most what is left of it, so the script ends within about that long. The
+# speed figures come first (float32 and bfloat16 alternate, so that both are measured if the budget runs short),
+# alone on the GPU; the quality check, a comparison of losses rather than of speed, runs its two trainings at once.
+# Writes into OUT: summary.txt (also printed at the end), status.tsv, and bf16_h200.tgz holding NAME.json
+# (prednet-bench's JSON) per configuration, quality-PRECISION/ (manifest.json and history.csv), logs/ and both text
+# files. PERF_WORK (default /tmp/bf16-h200) is where they are made.
+# PERF_ONLY="name name ...": run only these configurations (names as in status.tsv).
+# PERF_DEVICE (default gpu), PERF_BENCH_EXTRA, PERF_TRAIN_EXTRA (options appended to every prednet-bench /
+# prednet-train command): for a smoke test elsewhere, e.g. PERF_DEVICE=cpu PERF_BENCH_EXTRA="--stack-sizes 3,4,8
+# --size 16x16 --nt 3 --steps 2 --warmup 1" PERF_TRAIN_EXTRA="--stack-sizes 3,4,8 --steps-per-epoch 2
+# --val-sequences 4". PERF_BENCH_CAP_S (default 45) and PERF_QUALITY_CAP_S (default 120) cap one benchmark and the
+# quality check (a slow CPU needs more).
+set -u
+dest=${1:-${OUT:-}}
+[ -n "$dest" ] || { echo "usage: bash scripts/device/bf16_h200.sh OUT" >&2; exit 2; }
+out=${PERF_WORK:-/tmp/bf16-h200}
+rm -rf "$out"; mkdir -p "$out/logs" "$dest"
+pack() {
+    cp "$out/status.tsv" "$dest/" 2>/dev/null; cp "$out/summary.txt" "$dest/" 2>/dev/null
+    tar czf "$dest/bf16_h200.tgz" -C "$out" .
+}
+trap pack EXIT
+budget=${PERF_BUDGET_S:-220}
+device=${PERF_DEVICE:-gpu}
+read -r -a bench_extra <<< "${PERF_BENCH_EXTRA:-}"
+started=$(date +%s)
+status="$out/status.tsv"
+printf 'name\tstatus\tseconds\tstarted_at\n' > "$status"
+export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1
+
+wanted() { [ -z "${PERF_ONLY:-}" ] || [[ " $PERF_ONLY " == *" $1 "* ]]; }
+
+# run NAME CAP_S MIN_S COMMAND...: COMMAND under timeout (at most CAP_S, at most what is left of the budget),
+# skipped when less than MIN_S is left; the outcome goes to status.tsv.
+run() {
+    local name=$1 cap=$2 least=$3; shift 3
+    wanted "$name" || return 0
+    local left=$(( budget - ($(date +%s) - started) ))
+    if (( left < least )); then
+        printf '%s\tskipped: %ss of the %ss budget left\t0\t-\n' "$name" "$left" "$budget" >> "$status"
+        echo "== $name: skipped (${left}s left)"
+        return 0
+    fi
+    local limit=$(( left < cap ? left : cap )) t0=$(date +%s) code
+    echo "== $name (limit ${limit}s)"
+    timeout -k 10 "$limit" "$@" > "$out/logs/$name.log" 2>&1
+    code=$?
+    local took=$(( $(date +%s) - t0 )) what=ok
+    if (( code == 124 || code == 137 )); then what="timed out after ${took}s"
+    elif (( code != 0 )); then what="failed (exit $code): $(grep -v '^\s*$' "$out/logs/$name.log" | tail -1 | cut -c1-200)"
+    fi
+    printf '%s\t%s\t%s\t%s\n' "$name" "$what" "$took" "$(( t0 - started ))" >> "$status"
+    echo "== $name: $what (${took}s)"
+}
+
+bench() {  # bench NAME CAP_S MIN_S BENCH_OPTIONS...
+    local name=$1 cap=$2 least=$3; shift 3
+    run "$name" "$cap" "$least" python3 -m prednet_keras.cli.bench --backend jax --device "$device" --mode train \
+        --steps 20 --warmup 3 --quiet --overwrite --json "$out/$name.json" "$@" "${bench_extra[@]}"
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv > "$out/logs/nvidia-smi.csv" 2>&1
+python3 -c "from importlib.metadata import version as v; print(*(f'{n} {v(n)}' for n in ('jax', 'jaxlib', 'keras')))" \
+    > "$out/logs/versions.txt" 2>&1
+git log -1 --format='%H %s' > "$out/logs/commit.txt" 2>&1
+
+# Quality: both precisions at once (a comparison of losses, not of speed), from the same seed and batches.
+# prednet-train's JAX child does not preallocate GPU memory, so the two share the GPU.
+quality() {
+    local pids=() p train_extra code=0
+    read -r -a train_extra <<< "${PERF_TRAIN_EXTRA:-}"
+    for p in float32 mixed_bfloat16; do
+        rm -rf "$out/runs/$p"
+        python3 -m prednet_keras.cli.train --backend jax --device "$device" --precision "$p" --epochs 3 --seed 0 \
+            --quiet -o "$out/runs/$p" "${train_extra[@]}" > "$out/logs/quality-$p.log" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || code=$?; done
+    for p in float32 mixed_bfloat16; do
+        mkdir -p "$out/quality-$p"
+        cp "$out/runs/$p/manifest.json" "$out/runs/$p/history.csv" "$out/quality-$p/" 2>/dev/null
+    done
+    rm -rf "$out/runs"  # checkpoints and weights: not needed back
+    return $code
+}
+export -f quality; export out device PERF_TRAIN_EXTRA
+
+bench_cap=${PERF_BENCH_CAP_S:-45} quality_cap=${PERF_QUALITY_CAP_S:-120}
+for b in 4 16; do
+    bench "jax-float32-b$b" "$bench_cap" 20 --batch-size "$b"
+    bench "jax-bf16-b$b" "$bench_cap" 20 --precision mixed_bfloat16 --batch-size "$b"
+done
+run quality "$quality_cap" 45 bash -c quality
+
+python3 - "$out" <<'EOF' | tee "$out/summary.txt"
+import csv, json, os, sys
+
+out = sys.argv[1]
+status = {row["name"]: row for row in csv.DictReader(open(os.path.join(out, "status.tsv")), delimiter="\t")}
+fps = {}
+print(f"\n{'configuration':<18}{'frames/s':>9}{'step ms med/p90':>17}{'GPU peak':>10}{'1st step':>10}  status")
+for name, row in status.items():
+    path = os.path.join(out, f"{name}.json")
+    if name == "quality":
+        continue
+    if not os.path.exists(path):
+        print(f"{name:<18}{'-':>9}{'-':>17}{'-':>10}{'-':>10}  {row['status']}")
+        continue
+    (result,) = json.load(open(path))["results"]
+    train = result["train"]
+    fps[name] = train["fps"]
+    peak = train["memory"].get("device_peak_bytes")
+    print(f"{name:<18}{train['fps']:>9.0f}{train['step_ms']['median_ms']:>9.1f}/{train['step_ms']['p90_ms']:<7.1f}"
+          f"{(f'{peak / 2**30:.1f} GiB' if peak else '-'):>10}{train['warmup_seconds'][0]:>9.1f}s"
+          f"  {row['status']} (precision {result['runtime']['effective'].get('precision')})")
+configs = [json.load(open(os.path.join(out, f"{n}.json")))["results"][0]["config"] for n in fps]
+if configs:
+    c = configs[0]
+    print(f"{c['model']} {','.join(map(str, c['stack_sizes']))}, {c['size'][0]}x{c['size'][1]}, nt {c['nt']}, JAX: "
+          f"frames/s over {c['steps']} timed training steps after {c['warmup']} warm-up steps; '1st step' includes "
+          "compilation.")
+for b in (4, 16):
+    f32, bf16 = fps.get(f"jax-float32-b{b}"), fps.get(f"jax-bf16-b{b}")
+    if f32 and bf16:
+        print(f"batch {b}: mixed_bfloat16 / float32 = {bf16 / f32:.2f}x")
+if "quality" in status:
+    print(f"\nquality (prednet-train, embedded video, JAX, 3 epochs, seed 0): {status['quality']['status']}")
+    losses = {}
+    for precision in ("float32", "mixed_bfloat16"):
+        path = os.path.join(out, f"quality-{precision}", "manifest.json")
+        if not os.path.exists(path):
+            print(f"  {precision}: no manifest")
+            continue
+        manifest = json.load(open(path))
+        result = manifest.get("result") or {}
+        effective = (manifest.get("runtime") or {}).get("effective") or {}
+        losses[precision] = result.get("final_val_loss")
+        print(f"  {precision:<15} recorded precision {effective.get('precision')}, final val_loss "
+              f"{result.get('final_val_loss')}, final loss {result.get('final_loss')}, best val_loss "
+              f"{result.get('best_val_loss')} (epoch {result.get('best_epoch')}), {result.get('train_seconds')} s")
+    if all(isinstance(losses.get(p), (int, float)) for p in ("float32", "mixed_bfloat16")):
+        f32, bf16 = losses["float32"], losses["mixed_bfloat16"]
+        print(f"  final val_loss mixed_bfloat16 / float32 = {bf16 / f32:.4f} ({100 * (bf16 / f32 - 1):+.1f}%)")
+EOF
+echo "total $(( $(date +%s) - started ))s; results in $dest (summary.txt, status.tsv, bf16_h200.tgz)"
