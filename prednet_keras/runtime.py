@@ -73,8 +73,8 @@ __all__ = [
 ]
 
 # Keras dtype policies a run may ask for: float32 throughout, or float32 variables with
-# bfloat16 convolutions (PredNet keeps its states, errors and loss in float32; see
-# layers/lotter.py).
+# bfloat16 activations (PredNet keeps its cell state, the error against the frame, the error
+# means and the loss in float32; see layers/lotter.py).
 PRECISIONS = ("float32", "mixed_bfloat16")
 
 _DEVICE_RE = re.compile(r"^(cpu|gpu|cuda)(?::(\d+))?$")
