@@ -113,13 +113,6 @@ class ChainerKind(ProtocolKind):
             on_start=on_start,
         )
 
-    def model_record(self, config, result):
-        return {
-            "name": config.model,
-            "parameters": int(result.summary.get("parameters", 0)),
-            "config": result.summary.get("model_config") or {"autoencoder": config.autoencoder},
-        }
-
     # -- prednet-bench ------------------------------------------------------------------------------------
 
     def bench_runner(self, config, phase, jit_compile, rng, kit):

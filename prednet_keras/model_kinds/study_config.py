@@ -150,3 +150,11 @@ class ProtocolKind(base.ModelKind):
                      "data", "size", "seed", "init_weights", "period", "bprop", "images"):
             values[name] = options[name] if name in self.options else None
         return StudyConfig(**values)
+
+    def model_record(self, config, result):
+        # The model's own config as the protocol reported it; an autoencoder's choice otherwise.
+        return {
+            "name": config.model,
+            "parameters": int(result.summary.get("parameters", 0)),
+            "config": result.summary.get("model_config") or {"autoencoder": config.autoencoder},
+        }
