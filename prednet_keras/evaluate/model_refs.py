@@ -130,7 +130,7 @@ def check_evaluable(refs):
         if kind is not None and kind.evaluation is None:
             manifest = runs.RunFolder(ref.run_folder).read_record()
             raise EvalError(
-                f"{ref.run_folder} is a run of {kind.help} (--model {kind.name}); prednet-eval scores only video "
+                f"{ref.run_folder} is a run of {kind.help}; prednet-eval scores only video "
                 f"prediction and the MNIST autoencoder, so it does not evaluate it: "
                 f"{kind.evaluation_note(manifest)} of {ref.run_folder}."
             )
