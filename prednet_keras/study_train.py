@@ -33,6 +33,7 @@ from prednet_keras.model_kinds.study_config import (  # noqa: F401 (this module'
     StudyConfig,
     study_model_names,
 )
+from prednet_keras.records import Manifest
 from prednet_keras.trajectory import FILE as TRAJECTORY_FILE
 from prednet_keras.trajectory import Trajectory
 
@@ -105,7 +106,9 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
     manifest.setdefault("sessions", []).append(session)
     manifest["status"] = "running"
     folder.write_manifest(manifest)
-    requested = (manifest.get("runtime") or {}).get("requested") or {}
+    # The manifest is written as a dict here (its new parts in the order they are made); read typed.
+    recorded_runtime = Manifest.coerce(manifest).runtime
+    requested = recorded_runtime.requested.to_dict() if recorded_runtime and recorded_runtime.requested else {}
     jit = jit_compile_for(requested, runtime_record.get("effective") or {})
     keras.utils.set_random_seed(config.seed)
     initial_path = folder.initial_weights_path

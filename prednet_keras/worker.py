@@ -121,8 +121,8 @@ def train_main(run_dir, quiet=False, resume=None):
     try:
         from prednet_keras import runtime
 
-        manifest = folder.read_manifest()
-        config = runtime.RuntimeConfig.from_dict(manifest["runtime"]["requested"])
+        manifest = folder.read_record()
+        config = runtime.RuntimeConfig.from_dict(manifest.runtime.requested.to_dict())
         # Refuses (RuntimeSetupError) when a requested setting is not in force,
         # e.g. a GPU asked for and not visible.
         effective = runtime.configure(config)
@@ -136,10 +136,12 @@ def train_main(run_dir, quiet=False, resume=None):
 
         if _trained_by_protocol(manifest):
             from prednet_keras import study_train
+            from prednet_keras.records import Fingerprint, RuntimeEffective
 
-            if not manifest["runtime"].get("effective"):
-                manifest["runtime"]["effective"] = effective
-                manifest["fingerprint"] = record["fingerprint"]
+            recorded = manifest.runtime.effective
+            if recorded is None or not recorded.to_dict():  # absent, null or {}: none recorded yet
+                manifest.runtime.effective = RuntimeEffective.from_dict(effective)
+                manifest.fingerprint = Fingerprint.from_dict(record["fingerprint"])
                 folder.write_manifest(manifest)
             study_train.run_study_training(run_dir, record, quiet=quiet)
             return 0
@@ -240,16 +242,18 @@ def _space_message(error, folder):
 
 
 def _trained_by_protocol(manifest):
-    """Whether the run's model kind trains by a protocol (study_train.py, no checkpoints), not by the recipe."""
+    """Whether the run's model kind trains by a protocol (study_train.py, no checkpoints), not by the recipe;
+    `manifest`: a records.Manifest (or its dict)."""
     from prednet_keras import model_kinds
+    from prednet_keras.records import Manifest
 
-    kind = model_kinds.find((manifest.get("options") or {}).get("model") or "prednet")
+    kind = model_kinds.find(Manifest.coerce(manifest).model_kind or "prednet")
     return kind is not None and not kind.checkpoints
 
 
 def _is_study_run(folder):
     try:
-        return _trained_by_protocol(folder.read_manifest())
+        return _trained_by_protocol(folder.read_record())
     except Exception:
         return False
 

@@ -63,6 +63,7 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
         if problem is not None:
             raise click.ClickException(f"--precision {precision} is not available here: {problem}.")
     refs = model_refs.resolve_models(models)
+    model_refs.check_evaluable(refs)
     suffix = _suffix(data, nt, extrap_start)
     several = len(refs) > 1
     targets = []
@@ -81,7 +82,9 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
     for ref, target in zip(refs, targets):
         started = time.perf_counter()
         model = model_refs.load_run_model(ref)
-        if prediction.is_image_model(model):
+        # The run's manifest says what it is (its kind, through the registry); a loose .keras file, its shape.
+        kind_evaluates = model_refs.evaluation(ref)
+        if kind_evaluates == "reconstruction" or (kind_evaluates is None and prediction.is_image_model(model)):
             # A --model autoencoder run: reconstruction MSE on MNIST's test set, and a grid.
             if extrap_start is not None or nt or precision != "float32":
                 raise click.UsageError(f"{ref.name} is an autoencoder: --nt, --extrap-start and --precision do not apply.")

@@ -253,12 +253,12 @@ def _repeat(options):
         folders.append(runs.RunFolder(each["output"]))
     records = []
     for folder in folders:
-        manifest = folder.read_manifest()
+        manifest = folder.read_record()
         records.append({
             "run": str(folder.path),
-            "weights_checksum": (manifest.get("result") or {}).get("weights_checksum"),
+            "weights_checksum": manifest.result.weights_checksum if manifest.result else None,
             "curve_checksum": curve_checksum(folder.read_history()),
-            "initial_weights_checksum": (manifest.get("initial_weights") or {}).get("checksum"),
+            "initial_weights_checksum": manifest.initial_weights.checksum if manifest.initial_weights else None,
         })
     first = records[0]
     for record in records:
@@ -441,6 +441,18 @@ def _resume(ctx, options):
     return code
 
 
+def _recorded_part(part, name):
+    """The dict of a manifest's record `part` (records.Record); KeyError when absent, TypeError when not an
+    object, as reading the dict raised."""
+    from prednet_keras.records import Record
+
+    if part is None:
+        raise KeyError(name)
+    if not isinstance(part, Record):
+        raise TypeError(f"{name} is a {type(part).__name__}, not an object")
+    return part.to_dict()
+
+
 def _check_resume(ctx, options, folder):
     """Fails unless --resume may continue `folder` with these options; changes nothing.
 
@@ -449,9 +461,11 @@ def _check_resume(ctx, options, folder):
     """
     from prednet_keras import model_kinds, runs, runtime
     from prednet_keras.recipe import TrainConfig
+    from prednet_keras.records import Manifest
 
     manifest, done = folder.check_resumable()
-    recorded_model = (manifest.get("options") or {}).get("model")
+    run_record = Manifest.coerce(manifest)
+    recorded_model = run_record.model_kind
     recorded_kind = model_kinds.find(recorded_model) if recorded_model else None
     if recorded_kind is not None and not recorded_kind.checkpoints:
         raise runs.RunFolderError(
@@ -459,14 +473,15 @@ def _check_resume(ctx, options, folder):
             "resumed: start it again (--overwrite replaces it)."
         )
     try:
-        recorded = TrainConfig.from_dict(manifest["options"])
-        requested_runtime = runtime.RuntimeConfig.from_dict(manifest["runtime"]["requested"])
+        recorded = TrainConfig.from_dict(_recorded_part(run_record.options, "options"))
+        requested_runtime = runtime.RuntimeConfig.from_dict(
+            _recorded_part(run_record.runtime and run_record.runtime.requested, "runtime.requested"))
     except (KeyError, TypeError, ValueError) as error:
         raise runs.RunFolderError(
             f"{folder.manifest_path} does not record a prednet run's options and runtime ({error}); "
             "it cannot be resumed."
         ) from None
-    stopped = (manifest.get("result") or {}).get("stopped_early")
+    stopped = run_record.result.get("stopped_early") if run_record.result else None
     if stopped:
         raise runs.RunFolderError(
             f"{folder.path} stopped early at epoch {stopped.get('epoch')}: {stopped.get('reason')}, best epoch "

@@ -9,6 +9,7 @@ from prednet_keras.evaluate import EvalError
 
 __all__ = [
     "ModelRef",
+    "check_evaluable",
     "file_checksum",
     "load_run_model",
     "resolve_models",
@@ -97,6 +98,42 @@ def resolve_models(arguments):
     if len({ref.path.resolve() for ref in found}) != len(found):
         raise EvalError("The same model is named twice.")
     return found
+
+
+def run_kind(ref):
+    """The model kind (model_kinds) the manifest of `ref`'s run records, or None: a loose .keras file, or a
+    run that names no kind the registry knows (an older prednet-train run records none)."""
+    from prednet_keras import model_kinds
+
+    if ref.run_folder is None:
+        return None
+    name = runs.RunFolder(ref.run_folder).read_record().model_kind
+    return model_kinds.find(name) if name else None
+
+
+def evaluation(ref):
+    """What prednet-eval scores of `ref`: "prediction", "reconstruction" (the autoencoder) or None (nothing),
+    as its run's kind says; None for a model without a known kind (the caller looks at the model)."""
+    kind = run_kind(ref)
+    return kind.evaluation if kind is not None else None
+
+
+def check_evaluable(refs):
+    """Refuses, before any model is loaded, a run whose kind prednet-eval does not score (a user's own
+    model): one line that says so and where the run's own measures are.
+
+    Raises:
+        EvalError: naming the first such run.
+    """
+    for ref in refs:
+        kind = run_kind(ref)
+        if kind is not None and kind.evaluation is None:
+            manifest = runs.RunFolder(ref.run_folder).read_record()
+            raise EvalError(
+                f"{ref.run_folder} is a run of {kind.help}; prednet-eval scores only video "
+                f"prediction and the MNIST autoencoder, so it does not evaluate it: "
+                f"{kind.evaluation_note(manifest)} of {ref.run_folder}."
+            )
 
 
 def file_checksum(path, chunk=1 << 20):

@@ -151,6 +151,11 @@ def evaluate_autoencoder(model, data, target, plots=10):
     from prednet_keras import autoencoder as ae
     from prednet_keras.data import load_mnist
 
+    if tuple(model.outputs[0].shape) != tuple(model.inputs[0].shape):
+        # A loose .keras file of single images that is no autoencoder (a user's classifier, say).
+        raise EvalError(f"{model.name}: takes single images {tuple(model.inputs[0].shape)} but does not "
+                        f"reconstruct them (output {tuple(model.outputs[0].shape)}): neither an autoencoder nor "
+                        "a video predictor, so prednet-eval does not score it.")
     (x_train, _), (x_test, _) = load_mnist(data)
     scores = {
         "kind": "autoencoder",

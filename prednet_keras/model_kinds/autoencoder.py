@@ -17,6 +17,7 @@ class AutoencoderKind(ProtocolKind):
     options = ("protocol", "autoencoder", "data", "seed", "init_weights", "images")
     protocol_overrides = ("images",)
     history_columns = ("update", "loss", "image", "seconds")
+    evaluation = "reconstruction"
     bench = base.BenchDefaults(image_shape=MNIST_SHAPE, nt=1, variants=AUTOENCODERS,
                                fixed_note="28x28 MNIST images")
 

@@ -74,6 +74,9 @@ class ModelKind:
         history_columns: the columns of history.csv (protocol kinds).
         bench: BenchDefaults, or None when prednet-bench does not measure this kind.
         predating_train_options: [train] options added after studies were run, with the value those runs had.
+        evaluation: what prednet-eval scores of a run of this kind: "prediction" (next-frame prediction on
+            video), "reconstruction" (an MNIST autoencoder's test MSE), or None (nothing: prednet-eval says
+            so and where the run's own measures are, `evaluation_note`).
     """
 
     name = None
@@ -86,6 +89,7 @@ class ModelKind:
     history_columns = ()
     bench = None
     predating_train_options = {}
+    evaluation = "prediction"
 
     def __repr__(self):
         return f"<model kind {self.name}>"
@@ -176,6 +180,11 @@ class ModelKind:
     def load_data_quietly(self, config):
         """What `build` needs of the data (default: the data itself)."""
         return self.load_data(config)[0]
+
+    def evaluation_note(self, manifest):
+        """Where a run's own measures are, for a kind prednet-eval does not score (`manifest`: its
+        records.Manifest)."""
+        return "its results are in manifest.json (result)"
 
     # -- prednet-bench ---------------------------------------------------------------------------------
 

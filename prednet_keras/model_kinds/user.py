@@ -30,7 +30,7 @@ file and that file's sha256 (manifest `model` and `protocol`).
 batch_size and metric_updates.
 
 Not (yet) for user models: --precision other than float32, --resume (no checkpoints), prednet-bench, and
-prednet-eval (the val metrics in the manifest are the evaluation). Build the model with the functional API
+prednet-eval (it refuses such a run in one line: the val metrics in the manifest are the evaluation). Build the model with the functional API
 and named layers: a keras.Sequential built inside the function gets other weight paths than the same model
 loaded from model.keras, and the saved weights are checked against the run's record by path. Only the
 function's own file is hashed, not the files it imports.
@@ -197,6 +197,7 @@ class UserModelKind(base.ModelKind):
     precision_modes = False
     options = ("seed", "init_weights", "epochs", "batch_size")
     history_columns = ("update", "epoch", "loss", "seconds")
+    evaluation = None
 
     def __init__(self, reference):
         self.name = reference
@@ -332,6 +333,15 @@ class UserModelKind(base.ModelKind):
         }
         metric = protocols.protocol_metric([r["loss"] for r in records], preset.metric_updates, "updates")
         return protocols.ProtocolResult(model, records, metric, summary)
+
+    def evaluation_note(self, manifest):
+        val = manifest.result.get("val") if manifest.result else None
+        if not val:
+            return ("it recorded no validation metrics (its UserModel has no val_data); its training loss is in "
+                    "history.csv and manifest.json (result, metric)")
+        values = ", ".join(f"{name} {value:.6g}" if isinstance(value, (int, float)) else f"{name} {value}"
+                           for name, value in val.items())
+        return f"its validation metrics ({values}) are in manifest.json (result.val)"
 
     def model_record(self, config, result):
         record = dict(self.load()[1])

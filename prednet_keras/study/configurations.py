@@ -12,6 +12,8 @@ import json
 import math
 import re
 
+from prednet_keras.records import Fingerprint, Manifest
+
 __all__ = [
     "SETTINGS",
     "canonical",
@@ -67,7 +69,8 @@ def configuration_settings(requested, effective):
 
 
 def _gpu_names(manifest, effective):
-    smi = ((manifest.get("fingerprint") or {}).get("gpu") or {}).get("nvidia_smi") or {}
+    gpu = (manifest.fingerprint.gpu if manifest.fingerprint else None) or {}
+    smi = gpu.get("nvidia_smi") or {}
     gpus = smi.get("gpus") or []
     visible = effective.get("cuda_visible_devices")
     if visible not in (None, ""):
@@ -76,8 +79,7 @@ def _gpu_names(manifest, effective):
     names = sorted({g.get("name") for g in gpus if g.get("name")})
     if names:
         return names
-    framework = ((manifest.get("fingerprint") or {}).get("gpu") or {})
-    for info in framework.values():
+    for info in gpu.values():
         if isinstance(info, dict):
             for device in info.get("devices") or []:
                 if isinstance(device, dict) and (device.get("device_name") or device.get("name")):
@@ -89,23 +91,24 @@ def machine_identity(manifest, settings):
     """The hardware and software a run's configuration includes.
 
     Args:
-        manifest: the run's manifest.
+        manifest: the run's manifest (a records.Manifest or its dict).
         settings: its configuration_settings.
 
     Returns:
         dict: cpu (model), gpu (models used, GPU runs only), backend_version,
         keras_version, and cuda/cudnn for GPU runs.
     """
-    fingerprint = manifest.get("fingerprint") or {}
-    effective = (manifest.get("runtime") or {}).get("effective") or {}
+    manifest = Manifest.coerce(manifest)
+    fingerprint = manifest.fingerprint or Fingerprint()
+    effective = manifest.effective.to_dict() if manifest.effective else {}
     out = {
-        "cpu": (fingerprint.get("cpu") or {}).get("model"),
+        "cpu": (fingerprint.cpu or {}).get("model"),
         "backend_version": effective.get("backend_version"),
         "keras_version": effective.get("keras_version"),
     }
     if settings.get("device") == "gpu":
         out["gpu"] = _gpu_names(manifest, effective)
-        backend_info = (fingerprint.get("gpu") or {}).get(settings.get("backend") or "") or {}
+        backend_info = (fingerprint.gpu or {}).get(settings.get("backend") or "") or {}
         out["cuda"] = backend_info.get("cuda")
         out["cudnn"] = backend_info.get("cudnn")
     return out
@@ -125,17 +128,18 @@ def protocol_identity(manifest):
     """What was trained and how: runs compared with each other must agree on it.
 
     Args:
-        manifest: the run's manifest.
+        manifest: the run's manifest (a records.Manifest or its dict).
 
     Returns:
         dict: protocol (the study's record, if any), model, schedule (from the
         manifest, or from options for a run that never started) and data
         (checksum per split).
     """
-    model = manifest.get("model") or {}
-    schedule = manifest.get("schedule") or {}
-    options = manifest.get("options") or {}
-    out = {"protocol": manifest.get("protocol")}
+    manifest = Manifest.coerce(manifest)
+    model = manifest.model or {}
+    schedule = manifest.schedule or {}
+    options = manifest.options.to_dict() if manifest.options else {}
+    out = {"protocol": manifest.protocol}
     if model or schedule:
         out["model"] = {k: model.get(k) for k in _MODEL_KEYS}
         if isinstance(out["model"]["kwargs"], dict):
@@ -150,7 +154,7 @@ def protocol_identity(manifest):
     augment = schedule.get("augment") if (model or schedule) else options.get("augment")
     if augment:
         out["augment"] = list(augment)
-    out["data"] = {split: (info or {}).get("checksum") for split, info in sorted((manifest.get("data") or {}).items())}
+    out["data"] = {split: (info or {}).get("checksum") for split, info in sorted((manifest.data or {}).items())}
     return out
 
 

@@ -114,21 +114,21 @@ def finish_run(study_dir, run, folder, code, seconds):
 
     key = run.key
     try:
-        manifest = runs.RunFolder(folder).read_manifest()
+        manifest = runs.RunFolder(folder).read_record()
     except runs.RunFolderError as error:
         return RunOutcome(key, "failed", seconds, message=str(error))
-    if code != 0 or manifest.get("status") != "complete":
+    if code != 0 or not manifest.complete:
         message = (manifest.get("error") or _last_line(Path(folder) / LOG)
                    or f"exit status {exit_status(code)}")
         return RunOutcome(key, "failed", seconds, message=message)
-    expected = (manifest.get("study") or {}).get("seed_checksum")
-    actual = (manifest.get("initial_weights") or {}).get("checksum")
+    expected = manifest.study.seed_checksum if manifest.study else None
+    actual = manifest.initial_weights.checksum if manifest.initial_weights else None
     if expected != actual:
         return RunOutcome(key, "failed", seconds,
                           message=f"started from weights {str(actual)[:12]}, not the seed's {str(expected)[:12]}")
     final = run_folder(study_dir, run)
     os.rename(folder, final)
-    metric = (manifest.get("metric") or {}).get("value")
+    metric = (manifest.metric or {}).get("value")
     return RunOutcome(key, "done", seconds, metric=metric)
 
 

@@ -120,16 +120,15 @@ class ReportOptions:
 
 
 def _default_metric(runs):
-    names = {(r.manifest.get("protocol") or {}).get("metric") for r in runs}
+    names = {(r.record.protocol or {}).get("metric") for r in runs}
     if len(names) == 1 and isinstance(next(iter(names)), str):
         return names.pop(), "protocol.metric in the manifests"
-    names = {(r.manifest.get("metric") or {}).get("name") if isinstance(r.manifest.get("metric"), dict) else None
-             for r in runs}
+    names = {r.record.metric.get("name") if isinstance(r.record.metric, dict) else None for r in runs}
     if len(names) == 1 and isinstance(next(iter(names)), str):
         return names.pop(), "metric.name in the manifests"
     keys = set()
     for run in runs:
-        metrics = run.manifest.get("metrics") or {}
+        metrics = run.record.get("metrics") or {}
         keys.add(tuple(sorted(k for k in metrics if run.metric(k) is not None)))
     if len(keys) == 1:
         only = keys.pop()
@@ -208,7 +207,7 @@ def _build_report(dirs, options, stack):
     for run in loaded:
         if run.status != "complete":
             excluded.append({"path": run.where, "reason": f"status {run.status!r}" +
-                             (f": {run.manifest.get('error')}" if run.manifest.get("error") else "")})
+                             (f": {run.record.get('error')}" if run.record.get("error") else "")})
         elif run.seed is None:
             excluded.append({"path": run.where, "reason": "no seed in the manifest"})
         elif run.perturbation:
@@ -279,7 +278,7 @@ def _run_record(run, config):
         "weights_checksum": run.weights_checksum,
         "weights_checksum_from": run.weights_checksum_source,
         "curve_checksum": run.curve_checksum,
-        "hostname": ((run.manifest.get("fingerprint") or {}).get("os") or {}).get("hostname"),
+        "hostname": run.hostname,
     }
 
 
@@ -325,8 +324,7 @@ def _protocol_section(pid, protocol, configs, perturbed, options, warnings):
             "settings": config["settings"],
             "effective": config["effective"],
             "machine": config["machine"],
-            "hosts": sorted({((r.manifest.get("fingerprint") or {}).get("os") or {}).get("hostname") or "?"
-                             for r in config["runs"]}),
+            "hosts": sorted({r.hostname or "?" for r in config["runs"]}),
             "sources": sorted({r.source for r in config["runs"]}),
             "runs": len(config["runs"]),
             "seeds": ordered,

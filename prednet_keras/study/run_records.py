@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from prednet_keras import runs as run_folders
+from prednet_keras.records import Manifest, Study
 from prednet_keras.study.configurations import (
     canonical,
     configuration_settings,
@@ -105,7 +106,7 @@ class Run:
 
     Args:
         path: the run folder.
-        manifest: its manifest.
+        manifest: its manifest (the dict read from manifest.json; `record` is the same, typed).
         history: its history rows.
         source: the folder or archive (given on the command line) it was found under.
         where: how the report names the run: its path, or ARCHIVE:MEMBER for a
@@ -120,24 +121,25 @@ class Run:
 
     def __post_init__(self):
         self.where = self.where or str(self.path)
-        m = self.manifest
-        runtime = m.get("runtime") or {}
-        self.requested = runtime.get("requested") or {}
-        self.effective = runtime.get("effective") or {}
+        m = self.record = Manifest.coerce(self.manifest)
+        runtime = m.runtime
+        self.requested = runtime.requested.to_dict() if runtime and runtime.requested else {}
+        self.effective = runtime.effective.to_dict() if runtime and runtime.effective else {}
         self.status = m.get("status", "unknown")
-        seeds = m.get("seeds") or {}
-        self.seed = seeds.get("seed", (m.get("options") or {}).get("seed"))
-        study = m.get("study") or {}
-        self.replicate = study.get("replicate")
-        self.perturbation = study.get("perturbation")
-        self.name_hint = study.get("configuration")
+        options_seed = m.options.seed if m.options else None
+        self.seed = m.seeds.get("seed", options_seed) if m.seeds else options_seed
+        study = m.study or Study()
+        self.replicate = study.replicate
+        self.perturbation = study.perturbation
+        self.name_hint = study.configuration
         self.settings = configuration_settings(self.requested, self.effective)
         # Factors of an arm that are not runtime settings (e.g. a training-code
         # switch such as emulate_cpu_aliasing): configuration, not protocol.
-        for key, value in sorted((study.get("settings") or {}).items()):
+        for key, value in sorted((study.settings or {}).items()):
             self.settings.setdefault(str(key), value)
         self.machine = machine_identity(m, self.settings)
         self.protocol = protocol_identity(m)
+        self.hostname = ((m.fingerprint.os if m.fingerprint else None) or {}).get("hostname")
         self.config_key = canonical({"settings": self.settings, "machine": self.machine})
         self.protocol_key = canonical(self.protocol)
         self.claims_determinism = bool(self.settings.get("deterministic"))
@@ -149,7 +151,7 @@ class Run:
         self.steps = np.array([r["global_step"] for r in steps], dtype=np.int64)
         self.losses = np.array([r["loss"] if r["loss"] is not None else math.nan for r in steps], dtype=float)
         self.curve_checksum = curve_checksum(self.history) if self.history else None
-        self.initial_checksum = (m.get("initial_weights") or {}).get("checksum")
+        self.initial_checksum = m.initial_weights.checksum if m.initial_weights else None
         self._weights_checksum = None
 
     @property
@@ -163,7 +165,7 @@ class Run:
         """Checksum of the final weights: the manifest's result.weights_checksum,
         else computed from the last checkpoint named by state.json."""
         if self._weights_checksum is None:
-            recorded = (self.manifest.get("result") or {}).get("weights_checksum")
+            recorded = self.record.result.weights_checksum if self.record.result else None
             if recorded:
                 self._weights_checksum = ("manifest", str(recorded))
             else:
@@ -189,13 +191,14 @@ class Run:
                 return None
             value = float(np.mean(self.losses[-count:]))
             return value if math.isfinite(value) else None
-        record = self.manifest.get("metric")
+        record = self.record.metric
         if isinstance(record, dict) and record.get("name") == name:
             value = record.get("value")
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 return float(value)
-        for section in ("metrics", "result"):
-            value = (self.manifest.get(section) or {}).get(name)
+        # metrics (an older layout's, a dict) or result (a records.Result): the value under `name` either way.
+        for section in (self.record.get("metrics"), self.record.result):
+            value = (section or {}).get(name)
             if isinstance(value, dict):
                 value = value.get("value")
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
@@ -205,7 +208,7 @@ class Run:
     @property
     def trajectory_path(self):
         """The run's trajectory file (manifest trajectory.file, else trajectory.npz), or None."""
-        record = self.manifest.get("trajectory") or {}
+        record = self.record.get("trajectory") or {}
         path = self.path / (record.get("file") or TRAJECTORY)
         return path if path.is_file() else None
 

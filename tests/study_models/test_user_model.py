@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from prednet_keras import model_kinds
+from prednet_keras.cli.eval import main as eval_main
 from prednet_keras.cli.train import main as train_main
 from prednet_keras.study import spec_rules
 from prednet_keras.study.spec import SpecError, parse_spec
@@ -157,6 +158,38 @@ def test_a_module_reference_is_imported_from_the_path(tmp_path, monkeypatch):
         kind.load()
 
 
+def _user_run_folder(folder, reference, val):
+    """A complete run folder of a user model, as far as prednet-eval reads it before loading a model."""
+    folder.mkdir(parents=True)
+    manifest = {"format": "prednet-keras-run", "format_version": 1, "status": "complete",
+                "options": {"model": reference, "seed": 0},
+                "result": {"val": val, "weights_checksum": "0" * 64}}
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    (folder / "model.keras").write_bytes(b"not read: the run is refused before its model is loaded")
+    return folder
+
+
+def test_prednet_eval_refuses_a_user_model_run_in_one_line(model_file, tmp_path):
+    reference = f"{model_file.resolve()}:tiny"
+    folder = _user_run_folder(tmp_path / "runs" / "cnn", reference, {"loss": 0.25, "accuracy": 0.875})
+    result = CliRunner().invoke(eval_main, [str(folder)])
+    assert result.exit_code == 1 and result.exception is not None and isinstance(result.exception, SystemExit)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith(f"Error: {folder} is a run of the user's model {reference}")
+    assert "prednet-eval scores only video prediction and the MNIST autoencoder" in lines[0]
+    assert f"(loss 0.25, accuracy 0.875) are in manifest.json (result.val) of {folder}." in lines[0]
+    assert not (folder / "eval").exists()
+    # A run without val_data says where its loss is; a folder of runs is refused before anything is evaluated.
+    plain = _user_run_folder(tmp_path / "runs" / "plain", reference, None)
+    result = CliRunner().invoke(eval_main, [str(plain)])
+    assert result.exit_code == 1 and "recorded no validation metrics" in result.output
+    assert "history.csv" in result.output and len(result.output.strip().splitlines()) == 1
+    result = CliRunner().invoke(eval_main, [str(tmp_path / "runs")])
+    assert result.exit_code == 1 and f"Error: {folder} is a run of the user's model" in result.output
+    assert not (plain / "eval").exists() and not (tmp_path / "eval-comparison").exists()
+
+
 # -- training and a study (slow: real training processes) --------------------------------------------------
 
 
@@ -189,6 +222,16 @@ def test_prednet_train_trains_a_user_model_from_a_file(model_file, tmp_path):
     manifest = _check_user_run(folder, f"{model_file.resolve()}:tiny", updates=2 * 6)
     assert manifest["options"]["epochs"] == 2 and manifest["result"]["protocol"]["epochs"] == 2
     assert [int(r["epoch"]) for r in _history(folder)] == [1] * 6 + [2] * 6
+    # prednet-eval knows the run from its manifest: one line, exit 1, nothing written.
+    result = _run("prednet_keras.cli.eval", folder, cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    assert result.stderr.strip().count("\n") == 0 and "result.val" in result.stderr
+    assert not (folder / "eval").exists()
+    # A loose copy of its model.keras (no manifest) is no autoencoder: refused, not a broadcast error.
+    (tmp_path / "loose.keras").write_bytes((folder / "model.keras").read_bytes())
+    result = _run("prednet_keras.cli.eval", tmp_path / "loose.keras", cwd=tmp_path)
+    assert result.returncode == 1 and "neither an autoencoder nor a video predictor" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.slow
