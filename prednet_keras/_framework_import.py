@@ -32,7 +32,7 @@ SERIALIZABLE_MODULES = (
     "prednet_keras.layers",
     "prednet_keras.models",
     "prednet_keras.protocols",
-    "prednet_keras.train",
+    "prednet_keras.training_callbacks",
 )
 _WATCHED = ("keras", "tensorflow")
 # How many prednet_keras submodules are being imported right now, and whether Keras arrived during one.

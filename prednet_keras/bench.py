@@ -336,11 +336,11 @@ def _fit_loop(model, x, y):
     """A runner loop through `model.fit`, read as prednet-train reads it.
 
     Fit moves the next batch to the device while a step runs, and the losses
-    are read by train.StepLosses, as prednet-train's run recorder reads them.
+    are read by training_callbacks.StepLosses, as prednet-train's run recorder reads them.
     """
     import keras
 
-    from prednet_keras.train import StepLosses
+    from prednet_keras.training_callbacks import StepLosses
 
     losses = StepLosses(model)
 

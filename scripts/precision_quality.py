@@ -29,12 +29,12 @@ def main(argv=None):
     import numpy as np
 
     keras.config.set_dtype_policy(args.precision)
-    from prednet_keras import starting_point, train
+    from prednet_keras import starting_point, train, training_data
     from prednet_keras.data import SequenceGenerator
 
     config = train.TrainConfig(stack_sizes=(3, 16, 32, 64), nt=10, batch_size=4, size=(64, 80), val_sequences=20,
                                epochs=1, steps_per_epoch=args.steps, unroll=False).resolved()
-    frames, val_frames, _ = train.load_training_data(config)
+    frames, val_frames, _ = training_data.load_training_data(config)
     sequences = SequenceGenerator(frames, config.nt, batch_size=1, sequence_start_mode="all", shuffle=False)
     validation = SequenceGenerator(val_frames, config.nt, batch_size=4, sequence_start_mode="all", N_seq=20,
                                    shuffle=False, output_mode="error")
@@ -45,7 +45,7 @@ def main(argv=None):
         path = os.path.join(scratch, "initial.h5")
         starting_point.save_initial_weights(model, path, args.seed)
         starting_point.load_initial_weights(model, path)
-    batches = train.EpochBatches(sequences, 4, args.steps, 0, 1, args.seed)
+    batches = training_data.EpochBatches(sequences, 4, args.steps, 0, 1, args.seed)
     val_x = np.concatenate([validation[i][0] for i in range(len(validation))])
     val_y = np.zeros((len(val_x), 1), "float32")
     losses, val_losses = [], []

@@ -57,7 +57,7 @@ class ChainerKind(ProtocolKind):
     # -- training ---------------------------------------------------------------------------------------
 
     def load_data(self, config):
-        from prednet_keras.train import _describe_data
+        from prednet_keras.training_data import _describe_data
 
         origin = config.data or "embedded:train"
         print(f"Loading frames ({'embedded real video' if config.data is None else config.data}) ...", flush=True)

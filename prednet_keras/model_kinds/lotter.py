@@ -46,10 +46,10 @@ class LotterKind(base.ModelKind):
         }
 
     def build_for_starting_point(self, options):
-        from prednet_keras import train
+        from prednet_keras import train, training_data
 
         config = train.TrainConfig.from_dict(options).resolved()
-        frames, _, _ = train.load_training_data(config)
+        frames, _, _ = training_data.load_training_data(config)
         built, _ = train.build_model(config, frames.frame_shape, jit_compile=False)
         return built
 

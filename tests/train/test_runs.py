@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from prednet_keras import runs
-from prednet_keras.train import EpochBatches, TrainConfig, augment_sequence, learning_rate_at, pass_order
+from prednet_keras.train import TrainConfig, learning_rate_at
+from prednet_keras.training_data import EpochBatches, augment_sequence, pass_order
 
 
 def test_atomic_write_replaces_whole_file(tmp_path):

@@ -1,0 +1,429 @@
+"""The Keras pieces of a training run (prednet-train's recipe loop): its metric and callbacks.
+
+`LastBatchLoss` (the per-step loss history.csv records), `RunRecorder` (history rows, a checkpoint every
+completed epoch, the best model kept), `StopOnRequest`, `FirstCallAnnouncer`, `ProgressLogger`, and what
+they use: `StepLosses` (reading losses without stalling the device), `export_best`, `file_sha256`, and the
+PREDNET_TEST_KILL_AT test hook.
+"""
+
+import hashlib
+import math
+import os
+import signal
+import sys
+import time
+
+import keras
+import numpy as np
+
+from prednet_keras import runs
+from prednet_keras.recipe import learning_rate_at
+
+# Test hook: "EPOCH:STEP" (from 1) kills the training process with SIGKILL right
+# after that step, as a power cut would, to test --resume; "EPOCH:MOMENT" at one
+# of the moments of that epoch's end (KILL_MOMENTS, in the order they happen).
+KILL_AT_ENV = "PREDNET_TEST_KILL_AT"
+KILL_MOMENTS = ("history", "checkpoint-partial", "checkpoint", "state", "model-partial", "model", "cleanup")
+
+
+@keras.saving.register_keras_serializable(package="prednet_keras")
+class LastBatchLoss(keras.metrics.Metric):
+    """The loss of the last batch alone (Keras' "loss" log is the running mean
+    of the epoch); history.csv records it as the per-step loss.
+
+    The training model is trained with MAE against zeros, so the loss is
+    mean(|y_pred - y_true|).
+    """
+
+    def __init__(self, name="batch_loss", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.value = self.add_variable(shape=(), initializer="zeros", name="value")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_pred = keras.ops.convert_to_tensor(y_pred)
+        y_true = keras.ops.cast(y_true, y_pred.dtype)
+        self.value.assign(keras.ops.cast(keras.ops.mean(keras.ops.abs(y_pred - y_true)), self.value.dtype))
+
+    def result(self):
+        return keras.ops.convert_to_tensor(self.value)
+
+    def reset_state(self):
+        self.value.assign(0.0)
+
+
+class RunRecorder(keras.callbacks.Callback):
+    """Writes history rows, checkpoints every completed epoch, keeps the best model.
+
+    End of epoch e, in this order: checkpoint (weights + optimizer) written
+    atomically; state.json (names that checkpoint) written atomically; the
+    best model exported if e improved it; older checkpoints removed; loss.png
+    redrawn. A kill at any point leaves a state.json naming a complete
+    checkpoint; if it strikes between state.json and model.keras, resuming
+    re-exports model.keras from the checkpoint (then the same weights).
+
+    Step rows are written as `StepLosses` reads the losses: where steps run
+    asynchronously, once the next step has been dispatched (so a non-finite
+    loss stops training one step later); the rows of an epoch are all written
+    before its end-of-epoch work.
+
+    Args:
+        folder: the RunFolder.
+        export_model: the uncompiled model sharing the trained layers (what
+            model.keras holds).
+        monitor: "val_loss" or "loss".
+        best: (epoch, value) of the best epoch so far, or None.
+        steps_per_epoch: steps per epoch (for global step numbers).
+        config: the resolved TrainConfig (for the learning rate).
+        trajectory: a trajectory.Trajectory to feed after every step and save
+            with every checkpoint, or None.
+        model_checksum: weights checksum of the model.keras already written
+            (a resumed run's best so far), or None.
+    """
+
+    def __init__(self, folder, export_model, monitor, best, steps_per_epoch, config, trajectory=None,
+                 model_checksum=None):
+        super().__init__()
+        self.folder = folder
+        self.model_checksum = model_checksum
+        self.trajectory = trajectory
+        self.export_model = export_model
+        self.monitor = monitor
+        self.best_epoch, self.best_value = best if best else (None, math.inf)
+        self.steps_per_epoch = steps_per_epoch
+        self.config = config
+        self.history = folder.open_history()
+        self.diverged = None
+        self.epochs_completed = None
+        self.improved = False
+        self._epoch = 0
+        self._epoch_start = time.perf_counter()
+        self._kill_at = _parse_kill_at(os.environ.get(KILL_AT_ENV))
+        self._losses = None
+        self.last_step = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+        self._epoch_start = time.perf_counter()
+
+    def on_train_begin(self, logs=None):
+        # The trajectory needs each step's weights: it reads every step at once.
+        self._losses = StepLosses(self.model, lag=0 if self.trajectory is not None else None)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._write_steps(self._losses.add((self._epoch + 1, batch + 1), logs))
+
+    def _write_steps(self, losses):
+        for (epoch, step), loss in losses:
+            self.history.write(
+                kind="step",
+                epoch=epoch,
+                step=step,
+                global_step=(epoch - 1) * self.steps_per_epoch + step,
+                loss=loss,
+                lr=learning_rate_at(epoch - 1, self.config),
+                seconds=round(time.perf_counter() - self._epoch_start, 4),
+            )
+            self.last_step = (epoch, step, loss)
+            if self.trajectory is not None:
+                self.trajectory.after_update((epoch - 1) * self.steps_per_epoch + step)
+            if not math.isfinite(loss) and self.diverged is None:
+                self.diverged = (epoch, step)
+                self.model.stop_training = True
+            self._maybe_killed(epoch, step)
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        self._write_steps(self._losses.flush())
+        if self.diverged:
+            return
+        done = epoch + 1
+        loss = float(logs.get("loss", math.nan))
+        val_loss = logs.get("val_loss")
+        val_loss = None if val_loss is None else float(val_loss)
+        self.history.write(
+            kind="epoch",
+            epoch=done,
+            step=self.steps_per_epoch,
+            global_step=done * self.steps_per_epoch,
+            loss=loss,
+            val_loss=val_loss,
+            lr=learning_rate_at(epoch, self.config),
+            seconds=round(time.perf_counter() - self._epoch_start, 4),
+        )
+        self._maybe_killed(done, "history")
+        value = val_loss if self.monitor == "val_loss" else loss
+        if value is not None and not math.isfinite(value):
+            self.diverged = (done, None)
+            self.model.stop_training = True
+            return
+        improved = value is not None and value < self.best_value
+        if improved:
+            self.best_epoch, self.best_value = done, value
+        if self.trajectory is not None:
+            # Before the checkpoint: a resumed run drops snapshots past its checkpoint.
+            self.trajectory.save()
+        from prednet_keras.starting_point import weights_checksum
+
+        checkpoint = self.folder.checkpoint_path(done)
+
+        def save_checkpoint(path):
+            self.model.save_weights(path)
+            self._maybe_killed(done, "checkpoint-partial")
+
+        runs.write_through_temporary(checkpoint, save_checkpoint, needed=variables_bytes(self.model))
+        self._maybe_killed(done, "checkpoint")
+        # Checked when the checkpoint is loaded again (resume) and, for the
+        # best epoch's, when model.keras is (prednet-eval).
+        checksum = weights_checksum(self.model)
+        if improved:
+            self.model_checksum = checksum
+        self.folder.write_state(
+            {
+                "epoch": done,
+                "checkpoint": str(checkpoint.relative_to(self.folder.path)),
+                "monitor": self.monitor,
+                "best_epoch": self.best_epoch,
+                "best_value": self.best_value if self.best_epoch else None,
+                "loss": loss,
+                "val_loss": val_loss,
+                "weights_checksum": checksum,
+                "model_weights_checksum": self.model_checksum,
+                # The whole file, optimizer state included: a resume refuses a checkpoint changed since.
+                "checkpoint_sha256": file_sha256(checkpoint),
+            }
+        )
+        self._maybe_killed(done, "state")
+        if improved:
+            export_best(self.export_model, self.folder, after_write=lambda: self._maybe_killed(done, "model-partial"))
+            self._maybe_killed(done, "model")
+        self.folder.remove_checkpoints_except(checkpoint)
+        self._maybe_killed(done, "cleanup")
+        self.epochs_completed = done
+        self.improved = improved
+        try:
+            runs.plot_history(self.folder.read_history(), self.folder.loss_plot_path, title=self.folder.path.name)
+        except Exception as error:  # a plot must never stop a run
+            print(f"warning: loss.png not updated ({error})", flush=True)
+
+    def on_train_end(self, logs=None):
+        self._write_steps(self._losses.flush())
+        self.history.close()
+
+    def _maybe_killed(self, epoch, moment):
+        """The KILL_AT_ENV test hook: SIGKILL, as a power cut, at (epoch, step or moment)."""
+        if self._kill_at == (epoch, moment):
+            self.history.close()
+            os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+
+
+class StopOnRequest(keras.callbacks.Callback):
+    """Stops training (KeyboardInterrupt) at the next step once `should_stop()` is true.
+
+    A signal handler that raises KeyboardInterrupt raises it wherever the
+    main thread is, which can be a finalizer, where Python prints it and
+    drops it; the request the handler also recorded stops training here.
+
+    Args:
+        should_stop: a function returning True once a stop was asked for.
+    """
+
+    def __init__(self, should_stop):
+        super().__init__()
+        self.should_stop = should_stop
+
+    def _check(self, *args, **kwargs):
+        if self.should_stop():
+            raise KeyboardInterrupt
+
+    on_train_batch_begin = on_train_batch_end = on_test_batch_begin = on_epoch_end = _check
+
+
+class FirstCallAnnouncer(keras.callbacks.Callback):
+    """Says when the first training and validation steps, which compile, start and end.
+
+    Compiling can take over a minute (74 s with XLA on a GPU) and prints
+    nothing by itself, so a log, a pipe or nohup would show a process that
+    looks hung; these lines appear on any output.
+
+    Args:
+        bar: a progress bar is being drawn (the validation's line then
+            starts on a new line, below the bar).
+    """
+
+    def __init__(self, bar=False):
+        super().__init__()
+        self.lead = "\n" if bar else ""
+        self._train_started = self._test_started = None
+
+    def on_train_begin(self, logs=None):
+        print("Compiling the training step (done by the first step; can take a minute or more) ...", flush=True)
+        self._train_started = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._train_started is not None:
+            seconds = time.perf_counter() - self._train_started
+            print(f"  first training step done in {seconds:.1f} s (compilation included)", flush=True)
+            self._train_started = None
+
+    def on_test_begin(self, logs=None):
+        if self._test_started is None:
+            print(f"{self.lead}Compiling the validation step (done by the first validation) ...", flush=True)
+            self._test_started = time.perf_counter()
+
+    def on_test_end(self, logs=None):
+        if self._test_started not in (None, False):
+            seconds = time.perf_counter() - self._test_started
+            print(f"  first validation done in {seconds:.1f} s (compilation included)", flush=True)
+            self._test_started = False
+
+
+class ProgressLogger(keras.callbacks.Callback):
+    """A progress bar per epoch (loss and ETA), or with quiet one line per epoch.
+
+    Args:
+        epochs: total epochs.
+        steps_per_epoch: steps per epoch.
+        config: the resolved TrainConfig (for the learning rate).
+        recorder: the RunRecorder (to mark the best epoch).
+        quiet: one log line per epoch instead of a bar.
+    """
+
+    def __init__(self, epochs, steps_per_epoch, config, recorder, quiet=False):
+        super().__init__()
+        self.epochs = epochs
+        self.steps_per_epoch = steps_per_epoch
+        self.config = config
+        self.recorder = recorder
+        # A bar redrawn with carriage returns is noise in a log file.
+        self.quiet = quiet or not _is_terminal(sys.stdout)
+        self.bar = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+        self._epoch = epoch
+        if not self.quiet:
+            lr = learning_rate_at(epoch, self.config)
+            print(f"Epoch {epoch + 1}/{self.epochs} (lr {lr:g})", flush=True)
+            self.bar = keras.utils.Progbar(self.steps_per_epoch, stateful_metrics=["loss", "val_loss"])
+
+    def on_train_batch_end(self, batch, logs=None):
+        # The recorder's last written step: reading this step's loss here would
+        # make the host wait for the device after every step.
+        last = self.recorder.last_step
+        if self.bar is not None and last is not None and last[0] == self._epoch + 1:
+            self.bar.update(last[1], [("loss", last[2])])
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        best = " *best*" if getattr(self.recorder, "improved", False) and self.recorder.epochs_completed == epoch + 1 else ""
+        values = [("loss", float(logs.get("loss", math.nan)))]
+        if "val_loss" in logs:
+            values.append(("val_loss", float(logs["val_loss"])))
+        if self.bar is not None:
+            self.bar.update(self.steps_per_epoch, values, finalize=True)
+            if best:
+                print("  best so far, saved model.keras", flush=True)
+        else:
+            text = "  ".join(f"{k} {v:.6g}" for k, v in values)
+            lr = learning_rate_at(epoch, self.config)
+            seconds = time.perf_counter() - self._start
+            print(
+                f"epoch {epoch + 1}/{self.epochs}  {text}  lr {lr:g}  {seconds:.1f}s{best}",
+                flush=True,
+            )
+
+
+def _is_terminal(stream):
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _parse_kill_at(text):
+    if not text:
+        return None
+    epoch, when = text.split(":")
+    return int(epoch), when if when in KILL_MOMENTS else int(when)
+
+
+def dispatches_asynchronously(model):
+    """Whether a training step of `model` returns before the device has done it.
+
+    True on JAX (every device) and on torch with the model on a GPU; there a
+    caller can queue the next step before reading this one's loss. TensorFlow
+    and torch on a CPU return when the step is done.
+    """
+    backend = keras.backend.backend()
+    if backend == "jax":
+        return True
+    if backend == "torch":
+        return any("cuda" in str(getattr(v.value, "device", "")) for v in model.trainable_variables[:1])
+    return False
+
+
+class StepLosses:
+    """Reads training steps' losses in order, as late as keeps the device busy.
+
+    Reading a loss waits for its step to finish. Where a step returns before
+    the device has done it (`dispatches_asynchronously`), the loss of a step is
+    read only once the next step has been dispatched, so the device always has
+    a step queued; elsewhere at once.
+
+    Args:
+        model: the model being trained (decides the lag).
+        lag: steps left unread; None: 1 where steps run asynchronously, else 0.
+    """
+
+    def __init__(self, model, lag=None):
+        self.lag = (1 if dispatches_asynchronously(model) else 0) if lag is None else lag
+        self._pending = []
+
+    def add(self, key, logs):
+        """Queues a finished call's logs under `key`; returns [(key, loss)] for the steps now read."""
+        self._pending.append((key, logs or {}))
+        return self._read(keep=self.lag)
+
+    def flush(self):
+        """Reads every queued step: [(key, loss)]."""
+        return self._read(keep=0)
+
+    def _read(self, keep):
+        out = []
+        while len(self._pending) > keep:
+            key, logs = self._pending.pop(0)
+            out.append((key, float(logs.get("batch_loss", logs.get("loss", math.nan)))))
+        return out
+
+
+def variables_bytes(model):
+    """What a file of the model's variables (weights, and the optimizer's when built) takes, roughly:
+    their bytes plus HDF5's bookkeeping, about 1 KiB a variable."""
+    variables = list(model.weights)
+    if getattr(model, "optimizer", None) is not None and getattr(model.optimizer, "built", False):
+        variables += list(model.optimizer.variables)
+    return sum(int(np.prod(v.shape)) * np.dtype(str(v.dtype).split(".")[-1]).itemsize + 1024 for v in variables)
+
+
+def export_best(export_model, folder, after_write=None):
+    """Writes model.keras (weights and architecture, no optimizer), atomically.
+
+    Args:
+        after_write: called once the temporary file is complete, before it takes the final name (a test hook).
+    """
+    def save(path):
+        export_model.save(path)
+        if after_write is not None:
+            after_write()
+
+    runs.write_through_temporary(folder.model_path, save, needed=variables_bytes(export_model))
+
+
+def file_sha256(path, chunk=1 << 20):
+    """sha256 (hex) of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
