@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import bench
+from prednet_keras import bench, bench_measure, bench_report
 from prednet_keras.cli.bench import main as bench_main
 
 # Slow (benchmark processes): in the full suite, not in the fast loop (pytest -m "not slow").
@@ -132,12 +132,12 @@ def test_bad_options_are_usage_errors(args, message, tmp_path):
 
 
 def test_step_statistics_and_table():
-    stats = bench.step_statistics([0.010, 0.030, 0.020, 0.040, 0.050])
+    stats = bench_measure.step_statistics([0.010, 0.030, 0.020, 0.040, 0.050])
     assert stats["median_ms"] == pytest.approx(30.0)
     assert stats["min_ms"] == pytest.approx(10.0) and stats["max_ms"] == pytest.approx(50.0)
     assert stats["p10_ms"] == pytest.approx(14.0) and stats["p90_ms"] == pytest.approx(46.0)
     with pytest.raises(ValueError):
-        bench.step_statistics([])
+        bench_measure.step_statistics([])
 
     memory = {"host_rss_peak_bytes": 2**30, "device_peak_bytes": 3 * 2**30}
     phase = {"fps": 1234.5, "step_ms": {"median_ms": 32.4, "p90_ms": 35.0}, "memory": memory}
@@ -147,7 +147,7 @@ def test_step_statistics_and_table():
         "fingerprint": {"gpu": {"nvidia_smi": {"gpus": [{"name": "NVIDIA H200"}]}}},
         "train": phase,
     }
-    table = bench.format_table([result])
+    table = bench_report.format_table([result])
     row = table.splitlines()[2]
     for text in ("prednet", "jax", "gpu (NVIDIA H200)", "16", "128x160", "1234.50", "32.4/35.0", "host 1024 MiB, GPU 3072 MiB"):
         assert text in row
