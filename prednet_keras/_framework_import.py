@@ -31,7 +31,8 @@ VERBOSE_ENV = "PREDNET_VERBOSE"
 SERIALIZABLE_MODULES = (
     "prednet_keras.layers",
     "prednet_keras.models",
-    "prednet_keras.protocols",
+    "prednet_keras.chainer_protocol",
+    "prednet_keras.autoencoder_protocol",
     "prednet_keras.training_callbacks",
 )
 _WATCHED = ("keras", "tensorflow")

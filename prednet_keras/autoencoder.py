@@ -25,7 +25,7 @@ are clipped to [0, 1] for display only. Weights use Keras' default initializers
 numpy so that every arm of a comparison starts alike.
 
 Training (one image per update, the protocol's metric) is in
-`prednet_keras.protocols.train_autoencoder`.
+`prednet_keras.autoencoder_protocol.train_autoencoder`.
 """
 
 import keras

@@ -3,7 +3,7 @@
 What is timed. Training: `train_on_batch` of the model as training builds it
 (Lotter's PredNet: `train.build_model`, Adam, MAE of the weighted error;
 Chainer PredNet: one truncated-BPTT window of `nt` frame steps at batch 1 through
-`protocols.ChainerPredNetTrainer`, as `train_chainer_prednet` updates; the MNIST
+`chainer_protocol.ChainerPredNetTrainer`, as `train_chainer_prednet` updates; the MNIST
 autoencoder: Adam, MSE). Inference: `predict_on_batch` of the frame-prediction
 model (`build_prediction_model`; the Chainer PredNet's `prediction_model`; the
 autoencoder itself). Each step returns its loss or predictions to the host, so

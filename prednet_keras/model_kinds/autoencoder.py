@@ -1,5 +1,5 @@
 """The kind "autoencoder": the study's MNIST control (`prednet_keras.autoencoder`), trained one image per
-update (`protocols.train_autoencoder`)."""
+update (`autoencoder_protocol.train_autoencoder`)."""
 
 import os
 
@@ -59,9 +59,9 @@ class AutoencoderKind(ProtocolKind):
         return self.build(config, None)
 
     def plan(self, config, data, preset):
-        from prednet_keras import protocols, starting_point
+        from prednet_keras import autoencoder_protocol, starting_point
 
-        order = protocols.autoencoder_order(len(data[0][0]), preset.images, config.seed)
+        order = autoencoder_protocol.autoencoder_order(len(data[0][0]), preset.images, config.seed)
         return preset.images, starting_point.order_checksum(order)
 
     def label(self, config):
@@ -73,9 +73,9 @@ class AutoencoderKind(ProtocolKind):
         return {"model": config.model, "preset": dataclasses.asdict(preset), "autoencoder": config.autoencoder}
 
     def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start):
-        from prednet_keras import protocols
+        from prednet_keras import autoencoder_protocol
 
-        return protocols.train_autoencoder(
+        return autoencoder_protocol.train_autoencoder(
             config.autoencoder,
             protocol=preset,
             seed=config.seed,

@@ -1,5 +1,5 @@
 """The kind "prednet-chainer": the study's Chainer-lineage PredNet, trained as the authors' main.py
-(`protocols.train_chainer_prednet`), window by window at batch 1."""
+(`chainer_protocol.train_chainer_prednet`), window by window at batch 1."""
 
 from prednet_keras import value_rules as rules
 from prednet_keras.model_kinds import base
@@ -70,15 +70,15 @@ class ChainerKind(ProtocolKind):
         return pdata.load_frames(config.data or pdata.embedded_dataset("train"), size=config.size)
 
     def build(self, config, data):
-        from prednet_keras import protocols
+        from prednet_keras import chainer_protocol
 
-        return protocols.build_chainer_prednet(data.frame_shape, config.model_config())
+        return chainer_protocol.build_chainer_prednet(data.frame_shape, config.model_config())
 
     def plan(self, config, data, preset):
-        from prednet_keras import protocols, starting_point
+        from prednet_keras import chainer_protocol, starting_point
 
-        windows, _ = protocols.plan_windows(
-            [len(s) for s in protocols.chainer_sequences(data)], preset.period, preset.bprop
+        windows, _ = chainer_protocol.plan_windows(
+            [len(s) for s in chainer_protocol.chainer_sequences(data)], preset.period, preset.bprop
         )
         # main.py's order: the sequences in turn, cycled; the windows say it all.
         return len(windows), starting_point.order_checksum(
@@ -98,9 +98,9 @@ class ChainerKind(ProtocolKind):
                 "size": list(config.size)}
 
     def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start):
-        from prednet_keras import protocols
+        from prednet_keras import chainer_protocol
 
-        return protocols.train_chainer_prednet(
+        return chainer_protocol.train_chainer_prednet(
             data,
             model_config=config.model_config(),
             protocol=preset,
@@ -118,7 +118,7 @@ class ChainerKind(ProtocolKind):
     def bench_runner(self, config, phase, jit_compile, rng, kit):
         import numpy as np
 
-        from prednet_keras.protocols import ChainerPredNetTrainer
+        from prednet_keras.chainer_protocol import ChainerPredNetTrainer
 
         model_config = {"stack_sizes": tuple(config.stack_sizes)}
         trainer = ChainerPredNetTrainer(config.frame_shape, model_config, bprop=config.nt, jit_compile=jit_compile)

@@ -13,7 +13,8 @@ from prednet_keras.autoencoder import (
     reconstruction_grid,
 )
 from prednet_keras.data import load_mnist
-from prednet_keras.protocols import AutoencoderProtocol, autoencoder_order, train_autoencoder
+from prednet_keras.autoencoder_protocol import autoencoder_order, train_autoencoder
+from prednet_keras.protocols import AutoencoderProtocol
 
 
 @pytest.fixture(scope="module")

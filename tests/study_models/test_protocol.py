@@ -5,15 +5,13 @@ import pytest
 
 import keras
 from prednet_keras.legacy_chainer import save_chainer_npz
+from prednet_keras.chainer_protocol import ChainerPredNetTrainer, plan_windows, train_chainer_prednet
 from prednet_keras.protocols import (
     PRESETS,
-    ChainerPredNetTrainer,
     ChainerProtocol,
     chainer_adam,
-    plan_windows,
     protocol_metric,
     protocol_preset,
-    train_chainer_prednet,
 )
 
 from tests.study_models import numpy_chainer as ref
@@ -177,7 +175,7 @@ def test_trainer_input_checks():
 def test_sequences_from_a_frame_dataset():
     """A FrameDataset's source runs are main.py's sequences: none crosses a scene cut."""
     from prednet_keras.data import FrameDataset
-    from prednet_keras.protocols import chainer_sequences
+    from prednet_keras.chainer_protocol import chainer_sequences
 
     frames = np.arange(10 * 4 * 4 * 3, dtype=np.uint32).reshape(10, 4, 4, 3).astype(np.uint8)
     dataset = FrameDataset(frames, sources=["a"] * 4 + ["b"] * 6)

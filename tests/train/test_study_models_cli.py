@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import protocols
+from prednet_keras import chainer_protocol
 from prednet_keras.cli.eval import main as eval_main
 from prednet_keras.cli.train import main as train_main
 from prednet_keras.starting_point import read_initial_weights
@@ -54,7 +54,7 @@ def test_prednet_chainer_quick(tmp_path, tiny_npz):
     )
     # 2 sources of 24 frames, 60 frames stepped through: one 19-step window per sequence.
     frames, sources = moving_squares()
-    windows, _ = protocols.plan_windows([24, 24], 60, 20)
+    windows, _ = chainer_protocol.plan_windows([24, 24], 60, 20)
     manifest, rows = _check_run(folder, result, "prednet-chainer", len(windows))
     assert manifest["options"]["tbptt"] == "clean" and manifest["options"]["emulate_cpu_aliasing"] is True
     assert manifest["result"]["model_config"]["stack_sizes"] == [3, 4]

@@ -1,0 +1,170 @@
+"""The MNIST autoencoder's training protocol (the study's control), on any Keras backend.
+
+MNIST autoencoder (`train_autoencoder`): one image per update, Adam as the Chainer PredNet's
+(`protocols.chainer_adam`), per-pixel MSE; the metric is the mean loss over the last 1000 images.
+"""
+
+import dataclasses
+import math
+import time
+
+import keras
+import numpy as np
+from keras import ops
+
+from prednet_keras.protocols import (
+    ProtocolResult,
+    chainer_adam,
+    load_initial_weights_into,
+    protocol_metric,
+    resolve_protocol,
+)
+
+__all__ = ["autoencoder_order", "train_autoencoder"]
+
+
+@keras.saving.register_keras_serializable(package="prednet_keras")
+class LastBatchMSE(keras.metrics.Metric):
+    """The MSE of the last batch alone (Keras' "loss" log is a running mean)."""
+
+    def __init__(self, name="image_mse", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.value = self.add_variable(shape=(), initializer="zeros", name="value")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_pred = ops.convert_to_tensor(y_pred)
+        y_true = ops.cast(y_true, y_pred.dtype)
+        self.value.assign(ops.cast(ops.mean(ops.square(y_pred - y_true)), self.value.dtype))
+
+    def result(self):
+        return ops.convert_to_tensor(self.value)
+
+    def reset_state(self):
+        self.value.assign(0.0)
+
+
+class _PerImage(keras.callbacks.Callback):
+    def __init__(self, order, on_update, records):
+        super().__init__()
+        self.order = order
+        self.on_update = on_update
+        self.records = records
+        self.tick = None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.tick = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = float((logs or {})["image_mse"])
+        if not math.isfinite(loss):
+            raise FloatingPointError(f"The loss became {loss} at image {batch + 1}.")
+        record = {
+            "update": len(self.records) + 1,
+            "image": int(self.order[len(self.records)]),
+            "loss": loss,
+            "seconds": round(time.perf_counter() - self.tick, 6),
+        }
+        self.records.append(record)
+        if self.on_update is not None:
+            self.on_update(record)
+
+
+def autoencoder_order(count, images, seed):
+    """Training-image indices for `images` updates: passes over the `count` images
+    chained, pass k in `starting_point.data_order(count, seed, epoch=k)` order (pass 0: epoch None)."""
+    from prednet_keras import starting_point
+
+    passes = []
+    for k in range(-(-int(images) // int(count))):
+        passes.append(starting_point.data_order(count, seed, epoch=k if k else None))
+    return np.concatenate(passes)[: int(images)]
+
+
+def train_autoencoder(
+    kind="conv",
+    *,
+    protocol="paper",
+    seed=0,
+    initial_weights=None,
+    on_update=None,
+    mnist=None,
+    jit_compile="auto",
+    images=None,
+    on_start=None,
+):
+    """Trains an MNIST autoencoder one image per update (the study's control).
+
+    Args:
+        kind: "conv" or "dense" (`prednet_keras.autoencoder`).
+        protocol: "paper", "quick" or an `AutoencoderProtocol`.
+        seed: seed of the initial weights (numpy, the same on every backend)
+            and of the image order.
+        initial_weights: a starting_point HDF5 file instead of the seed's weights.
+        on_update: called after every image with its record (dict: update,
+            image, loss, seconds).
+        mnist: `load_mnist()`'s ((x_train, y_train), (x_test, y_test)), or a
+            path load_mnist reads; None: the embedded MNIST.
+        jit_compile: Model.compile's jit_compile.
+        images: override the protocol's number of training images.
+        on_start: called once with the compiled model, after its initial
+            weights are set and before the first update. A callback reading
+            weights during training must sync them first on JAX
+            (`model.jax_state_sync()`): fit keeps them outside the variables.
+
+    Returns:
+        ProtocolResult: model = the trained autoencoder, records (one per
+        image), metric (mean loss of the last `metric_images` images), summary
+        (train_mse, test_mse and the mean-image baseline on the evaluation images).
+    """
+    from prednet_keras import autoencoder as ae
+    from prednet_keras.data import load_mnist
+
+    protocol = resolve_protocol("autoencoder", protocol, images=images)
+    if mnist is None or not isinstance(mnist, tuple):
+        mnist = load_mnist(mnist)
+    (x_train, _), (x_test, _) = mnist
+    model = ae.build_autoencoder(kind)
+    initial = load_initial_weights_into(model, initial_weights, seed)
+    model.compile(
+        optimizer=chainer_adam(protocol.lr, protocol.beta_1, protocol.beta_2, protocol.epsilon),
+        loss="mean_squared_error",
+        metrics=[LastBatchMSE()],
+        jit_compile=jit_compile,
+    )
+    if on_start is not None:
+        on_start(model)
+    order = autoencoder_order(len(x_train), protocol.images, seed)
+    inputs = ae.mnist_images(x_train[order])
+    records = []
+    started = time.perf_counter()
+    model.fit(
+        inputs,
+        inputs,
+        batch_size=1,
+        epochs=1,
+        shuffle=False,  # the order is the seeded one above, the same on every backend
+        verbose=0,
+        callbacks=[_PerImage(order, on_update, records)],
+    )
+    seconds = time.perf_counter() - started
+    del inputs
+
+    count = protocol.eval_images
+    train_eval = x_train[:count] if count else x_train
+    test_eval = x_test[:count] if count else x_test
+    summary = {
+        "protocol": dataclasses.asdict(protocol),
+        "model": "autoencoder",
+        "autoencoder": kind,
+        "parameters": int(model.count_params()),
+        "updates": len(records),
+        "initial_weights": initial,
+        "train_seconds": round(seconds, 3),
+        "train_mse": ae.autoencoder_mse(model, train_eval),
+        "test_mse": ae.autoencoder_mse(model, test_eval),
+        "mean_image_test_mse": ae.mean_image_mse(x_train, test_eval),
+        "eval_images": {"train": int(len(train_eval)), "test": int(len(test_eval))},
+        "backend": keras.backend.backend(),
+    }
+    metric = protocol_metric([r["loss"] for r in records], protocol.metric_images, "images")
+    return ProtocolResult(model, records, metric, summary)
