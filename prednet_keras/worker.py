@@ -84,7 +84,7 @@ def _raise_keyboard_interrupt(signum, frame):
 
 
 def stop_requested():
-    """Whether SIGTERM or SIGINT asked this process to stop (see train.StopOnRequest)."""
+    """Whether SIGTERM or SIGINT asked this process to stop (see training_callbacks.StopOnRequest)."""
     return _stop_requested
 
 
