@@ -63,65 +63,26 @@ Under a float32 policy every dtype is float32 and there is no cast at all: the
 same operations as without this feature (each cast is a Python-level decision).
 """
 
-import re
-
 import keras
 from keras import ops
 from keras.src import backend as _keras_backend
 
 from prednet_keras.frame_size import check_frame_size
+from prednet_keras.layers.lotter_args import (
+    _as_int_list,
+    _kernel_size,
+    _resolve_data_format,
+    _serialize_activation,
+    get_activation,
+    keras2_hard_sigmoid,
+    parse_output_mode,
+)
 
 __all__ = ["PredNet", "PredNetCell", "keras2_hard_sigmoid"]
 
 _PACKAGE = "prednet_keras"
 # Conv types in the order the original creates (and sorts) its weights.
 CONV_TYPES = ("a", "ahat", "c", "f", "i", "o")
-_LAYER_OUTPUT_RE = re.compile(r"^(R|E|A|Ahat)(\d+)$")
-_DEFAULT_OUTPUT_MODES = ("prediction", "error", "all")
-
-
-@keras.saving.register_keras_serializable(package=_PACKAGE)
-def keras2_hard_sigmoid(x):
-    """The hard sigmoid of Keras 1 and 2: `clip(0.2 * x + 0.5, 0, 1)`.
-
-    Keras 3's `keras.activations.hard_sigmoid` is `relu6(x + 3) / 6`, a
-    different slope; PredNet's gates were trained with this one.
-    """
-    return ops.clip(0.2 * x + 0.5, 0.0, 1.0)
-
-
-def get_activation(identifier):
-    """Resolves an activation the way the original layer did.
-
-    The string "hard_sigmoid" means Keras 2's hard sigmoid here, so that
-    configurations written for the original (where it is the default gate
-    activation) keep their meaning.
-    """
-    if identifier in ("hard_sigmoid", "keras2_hard_sigmoid"):
-        return keras2_hard_sigmoid
-    return keras.activations.get(identifier)
-
-
-def parse_output_mode(output_mode, nb_layers):
-    """Returns (layer type, layer number) for `R{l}`/`E{l}`/`A{l}`/`Ahat{l}`,
-    (None, None) for the whole-model modes; raises on anything else."""
-    if output_mode in _DEFAULT_OUTPUT_MODES:
-        return None, None
-    match = _LAYER_OUTPUT_RE.match(str(output_mode))
-    if match and int(match.group(2)) < nb_layers:
-        return match.group(1), int(match.group(2))
-    layer_modes = [f"{kind}{n}" for n in range(nb_layers) for kind in ("R", "E", "A", "Ahat")]
-    raise ValueError(
-        f"Unknown output_mode {output_mode!r}. Expected one of "
-        f"{list(_DEFAULT_OUTPUT_MODES) + layer_modes}."
-    )
-
-
-def _as_int_list(name, values):
-    try:
-        return [int(v) for v in values]
-    except TypeError:
-        raise ValueError(f"`{name}` must be a list of integers, got {values!r}.") from None
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -671,8 +632,6 @@ _CELL_ATTRIBUTES = frozenset(
 )
 
 
-
-
 def _cell_property(name):
     return property(lambda self: getattr(self.cell, name), doc=f"The cell's `{name}`.")
 
@@ -681,43 +640,6 @@ def _cell_property(name):
 for _name in _CELL_ATTRIBUTES:
     setattr(PredNet, _name, _cell_property(_name))
 del _name
-
-
-def _resolve_data_format(data_format, dim_ordering):
-    if dim_ordering is not None:
-        legacy = {"tf": "channels_last", "th": "channels_first"}
-        if dim_ordering not in legacy:
-            raise ValueError(f"dim_ordering must be 'tf' or 'th', got {dim_ordering!r}.")
-        if data_format is not None and data_format != legacy[dim_ordering]:
-            raise ValueError(
-                f"data_format={data_format!r} contradicts dim_ordering={dim_ordering!r}."
-            )
-        data_format = legacy[dim_ordering]
-    if data_format is None:
-        data_format = keras.config.image_data_format()
-    if data_format not in ("channels_last", "channels_first"):
-        raise ValueError(
-            f"data_format must be 'channels_last' or 'channels_first', got {data_format!r}."
-        )
-    return data_format
-
-
-def _kernel_size(value):
-    if isinstance(value, int):
-        return (value, value)
-    try:
-        size = tuple(int(v) for v in value)
-    except TypeError:
-        raise ValueError(f"A filter size must be an int or a pair of ints, got {value!r}.") from None
-    if len(size) != 2:
-        raise ValueError(f"A filter size must be an int or a pair of ints, got {value!r}.")
-    return size
-
-
-def _serialize_activation(activation):
-    if isinstance(activation, str):
-        return activation
-    return keras.saving.serialize_keras_object(activation)
 
 
 def _shrink(size, l):
