@@ -50,7 +50,8 @@ from prednet_keras import value_rules as rules
 from prednet_keras._options import OptionsRecord
 from prednet_keras.model_kinds import base
 
-__all__ = ["UserConfig", "UserModel", "UserModelKind", "UserProtocol", "load_reference", "resolve_reference"]
+__all__ = ["UserConfig", "UserModel", "UserModelError", "UserModelKind", "UserProtocol", "load_reference",
+           "resolve_reference"]
 
 
 @dataclasses.dataclass
@@ -142,8 +143,18 @@ def resolve_reference(text, base_dir=None):
     return f"{path.resolve()}:{function}"
 
 
+class UserModelError(ValueError):
+    """A user's model reference that cannot be used: told in one line (PREDNET_DEBUG=1 shows the cause's
+    traceback), since the fault is in the user's file, not in this package."""
+
+
+def _user_code_failed(reference, what, error):
+    return UserModelError(f"{reference}: {what} raised {type(error).__name__}: {error} "
+                          "(PREDNET_DEBUG=1 shows the traceback)")
+
+
 def load_reference(reference):
-    """(the function, the file it is defined in) of a reference; ImportError/AttributeError say why not."""
+    """(the function, the file it is defined in) of a reference; UserModelError says why not."""
     where, _, name = reference.rpartition(":")
     if where.endswith(".py"):
         path = Path(where).resolve()
@@ -157,19 +168,29 @@ def load_reference(reference):
         sys.path.insert(0, str(path.parent))
         try:
             spec.loader.exec_module(module)
+        except Exception as error:
+            raise _user_code_failed(reference, f"importing {path}", error) from error
         finally:
             sys.path.remove(str(path.parent))
     else:
         if os.getcwd() not in sys.path and "" not in sys.path:
             sys.path.append(os.getcwd())
-        module = importlib.import_module(where)
+        try:
+            module = importlib.import_module(where)
+        except ModuleNotFoundError as error:
+            if error.name and where.split(".")[0] == error.name.split(".")[0]:
+                raise UserModelError(f"--model {reference}: no module named {where!r} (on the working "
+                                     "directory or PYTHONPATH).") from None
+            raise _user_code_failed(reference, f"importing {where}", error) from error
+        except Exception as error:
+            raise _user_code_failed(reference, f"importing {where}", error) from error
         path = Path(module.__file__).resolve() if getattr(module, "__file__", None) else None
     try:
         function = getattr(module, name)
     except AttributeError:
-        raise AttributeError(f"{where} defines no {name!r} (from --model {reference}).") from None
+        raise UserModelError(f"{where} defines no {name!r} (from --model {reference}).") from None
     if not callable(function):
-        raise TypeError(f"{reference}: {name} is not a function.")
+        raise UserModelError(f"{reference}: {name} is not a function.")
     return function, path
 
 
@@ -236,14 +257,18 @@ class UserModelKind(base.ModelKind):
             function, path = load_reference(self.name)
             record = {"reference": self.name, "function": self.function_name,
                       "file": None if path is None else str(path), "file_sha256": file_sha256(path)}
-            made = function()
+            try:
+                made = function()
+            except Exception as error:
+                raise _user_code_failed(self.name, "calling it", error) from error
             if not isinstance(made, UserModel):
-                raise TypeError(f"{self.name} returned {type(made).__name__}, not a "
-                                "prednet_keras.model_kinds.UserModel(model, train_data, loss, ...).")
+                raise UserModelError(f"{self.name} returned {type(made).__name__}, not a "
+                                     "prednet_keras.model_kinds.UserModel(model, train_data, loss, ...).")
             if not hasattr(made.model, "fit") or not getattr(made.model, "built", False):
-                raise TypeError(f"{self.name}: UserModel.model must be a built keras.Model (give it an input shape).")
+                raise UserModelError(f"{self.name}: UserModel.model must be a built keras.Model (give it an input "
+                                     "shape).")
             if len(made.train_data) != 2 or len(made.train_data[0]) != len(made.train_data[1]):
-                raise ValueError(f"{self.name}: UserModel.train_data must be (x, y) with as many x as y.")
+                raise UserModelError(f"{self.name}: UserModel.train_data must be (x, y) with as many x as y.")
             self._loaded = (made, record)
         return self._loaded
 

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from prednet_keras import model_kinds
+from prednet_keras.model_kinds.user import UserModelError
 from prednet_keras.cli.eval import main as eval_main
 from prednet_keras.cli.train import main as train_main
 from prednet_keras.study import spec_rules
@@ -143,10 +144,28 @@ def test_prednet_train_refuses_options_that_do_not_apply_to_a_user_model(model_f
 
 
 def test_a_function_that_returns_no_user_model_is_named(model_file):
-    with pytest.raises(TypeError, match="returned int, not a prednet_keras.model_kinds.UserModel"):
+    with pytest.raises(UserModelError, match="returned int, not a prednet_keras.model_kinds.UserModel"):
         model_kinds.get(f"{model_file}:not_a_user_model").load()
-    with pytest.raises(AttributeError, match="defines no 'nothing'"):
+    with pytest.raises(UserModelError, match="defines no 'nothing'"):
         model_kinds.get(f"{model_file}:nothing").load()
+
+
+def test_faults_in_the_users_file_are_user_errors_told_in_one_line(tmp_path, monkeypatch):
+    # The fault is in the user's code, not in this package: a ValueError (one line from every command),
+    # naming the reference, what failed and the cause.
+    broken = tmp_path / "broken.py"
+    broken.write_text("import no_such_package_here\n")
+    with pytest.raises(UserModelError, match=r"broken.py:fn: importing .*broken.py raised ModuleNotFoundError: "
+                                             r"No module named 'no_such_package_here'"):
+        model_kinds.get(f"{broken}:fn").load()
+    raising = tmp_path / "raising.py"
+    raising.write_text("def fn():\n    raise RuntimeError('no data here')\n")
+    with pytest.raises(UserModelError, match="raising.py:fn: calling it raised RuntimeError: no data here"):
+        model_kinds.get(f"{raising}:fn").load()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserModelError, match="no module named 'not_a_module_anywhere'"):
+        model_kinds.get("not_a_module_anywhere:fn").load()
+    assert issubclass(UserModelError, ValueError)
 
 
 def test_a_module_reference_is_imported_from_the_path(tmp_path, monkeypatch):
@@ -154,7 +173,7 @@ def test_a_module_reference_is_imported_from_the_path(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     kind = model_kinds.get("my_user_models:answer")
     assert kind.canonical() == "my_user_models:answer"
-    with pytest.raises(TypeError, match="my_user_models:answer returned int"):
+    with pytest.raises(UserModelError, match="my_user_models:answer returned int"):
         kind.load()
 
 
@@ -251,3 +270,15 @@ def test_a_study_of_a_user_model(model_file, tmp_path):
         assert len({m["initial_weights"]["checksum"] for m in same_seed}) == 1
         assert len({m["seeds"]["data_order_checksum"] for m in same_seed}) == 1
     assert (out / "report" / "report.md").is_file()
+
+
+@pytest.mark.slow
+def test_prednet_train_tells_a_broken_user_model_in_one_line(tmp_path):
+    (tmp_path / "wrong.py").write_text("def fn():\n    return 42\n")
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    result = subprocess.run([sys.executable, "-m", "prednet_keras.cli.train", "--model", "wrong.py:fn", "-o", "run"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert f"Error: {tmp_path.resolve()}/wrong.py:fn returned int, not a prednet_keras.model_kinds.UserModel" in result.stderr
+    assert not (tmp_path / "run").exists()
