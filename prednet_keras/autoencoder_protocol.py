@@ -10,8 +10,8 @@ import time
 
 import keras
 import numpy as np
-from keras import ops
 
+from prednet_keras.models import LastBatchMSE
 from prednet_keras.protocols import (
     ProtocolResult,
     chainer_adam,
@@ -21,26 +21,6 @@ from prednet_keras.protocols import (
 )
 
 __all__ = ["autoencoder_order", "train_autoencoder"]
-
-
-@keras.saving.register_keras_serializable(package="prednet_keras")
-class LastBatchMSE(keras.metrics.Metric):
-    """The MSE of the last batch alone (Keras' "loss" log is a running mean)."""
-
-    def __init__(self, name="image_mse", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.value = self.add_variable(shape=(), initializer="zeros", name="value")
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        y_pred = ops.convert_to_tensor(y_pred)
-        y_true = ops.cast(y_true, y_pred.dtype)
-        self.value.assign(ops.cast(ops.mean(ops.square(y_pred - y_true)), self.value.dtype))
-
-    def result(self):
-        return ops.convert_to_tensor(self.value)
-
-    def reset_state(self):
-        self.value.assign(0.0)
 
 
 class _PerImage(keras.callbacks.Callback):

@@ -14,6 +14,9 @@ from prednet_keras.layers.lotter import PredNet
 from prednet_keras.recipe import layer_loss_weights_for, time_loss_weights_for
 
 __all__ = [
+    "LastBatchLoss",
+    "LastBatchMSE",
+    "LastBatchMetric",
     "WeightedError",
     "build_prediction_model",
     "build_training_model",
@@ -215,3 +218,61 @@ def _source_input_shape(source):
 def count_parameters(layer_or_model):
     """Number of scalar weights (trainable and not)."""
     return int(sum(np.prod(w.shape) for w in layer_or_model.weights))
+
+
+# -- the per-update loss a run records ---------------------------------------
+
+
+class LastBatchMetric(keras.metrics.Metric):
+    """The loss of the last batch alone (Keras' "loss" log is the running mean of the epoch): what
+    history.csv records as a step's or an update's loss, for every model a run trains.
+
+    Args:
+        loss: a loss function (y_true, y_pred) whose mean is recorded; None: `elementwise` of
+            (y_pred - y_true), averaged (a subclass says which).
+        name: the metric's name (the key of the logs the recorders read).
+    """
+
+    elementwise = None
+
+    def __init__(self, name="batch_loss", loss=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self._loss = loss
+        self.value = self.add_variable(shape=(), initializer="zeros", name="value")
+
+    def batch_value(self, y_true, y_pred):
+        if self._loss is not None:
+            return ops.mean(ops.convert_to_tensor(self._loss(y_true, y_pred)))
+        y_pred = ops.convert_to_tensor(y_pred)
+        y_true = ops.cast(y_true, y_pred.dtype)
+        return ops.mean(self.elementwise(y_pred - y_true))
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        self.value.assign(ops.cast(self.batch_value(y_true, y_pred), self.value.dtype))
+
+    def result(self):
+        return ops.convert_to_tensor(self.value)
+
+    def reset_state(self):
+        self.value.assign(0.0)
+
+
+# The registered names are what saved models and checkpoints hold: they stay.
+@keras.saving.register_keras_serializable(package="prednet_keras")
+class LastBatchLoss(LastBatchMetric):
+    """Lotter's training model's: it is trained with MAE against zeros, so mean(|y_pred - y_true|)."""
+
+    elementwise = staticmethod(ops.abs)
+
+    def __init__(self, name="batch_loss", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="prednet_keras")
+class LastBatchMSE(LastBatchMetric):
+    """The MNIST autoencoder's: the per-pixel MSE of the last image."""
+
+    elementwise = staticmethod(ops.square)
+
+    def __init__(self, name="image_mse", **kwargs):
+        super().__init__(name=name, **kwargs)

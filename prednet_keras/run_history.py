@@ -49,20 +49,23 @@ class HistoryWriter:
 
     Args:
         path: the CSV file.
+        columns: its columns (HISTORY_FIELDS: Lotter's recipe's; a model kind's protocol says its own).
+        fresh: start the file anew (header included) instead of appending to it.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, columns=HISTORY_FIELDS, fresh=False):
         self.path = Path(path)
-        new = not self.path.is_file() or self.path.stat().st_size == 0
-        self._handle = open(self.path, "a", newline="", encoding="utf-8")
-        self._writer = csv.DictWriter(self._handle, fieldnames=HISTORY_FIELDS, lineterminator="\n")
+        self.columns = tuple(columns)
+        new = fresh or not self.path.is_file() or self.path.stat().st_size == 0
+        self._handle = open(self.path, "w" if fresh else "a", newline="", encoding="utf-8")
+        self._writer = csv.DictWriter(self._handle, fieldnames=self.columns, lineterminator="\n")
         if new:
             self._writer.writeheader()
             self._handle.flush()
 
     def write(self, **row):
-        """Appends one row (keys from HISTORY_FIELDS)."""
-        self._writer.writerow({k: _format_value(row.get(k)) for k in HISTORY_FIELDS})
+        """Appends one row (keys from its columns; others are left out)."""
+        self._writer.writerow({k: _format_value(row.get(k)) for k in self.columns})
         self._handle.flush()
 
     def close(self):

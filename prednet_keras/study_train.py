@@ -19,8 +19,6 @@ The run folder gets:
 The protocols have no checkpoints, so these runs cannot be resumed.
 """
 
-import csv
-import os
 import shutil
 import time
 
@@ -34,6 +32,7 @@ from prednet_keras.model_kinds.study_config import (  # noqa: F401 (this module'
     study_model_names,
 )
 from prednet_keras.records import Manifest
+from prednet_keras.run_session import RunSession
 from prednet_keras.trajectory import FILE as TRAJECTORY_FILE
 from prednet_keras.trajectory import Trajectory
 
@@ -42,28 +41,6 @@ __all__ = ["STUDY_MODELS", "StudyConfig", "run_study_training"]
 # The built-in kinds this loop trains (a user's model, named module:function, is trained here too).
 STUDY_MODELS = tuple(kind.name for kind in model_kinds.kinds() if not kind.checkpoints)
 HISTORY_COLUMNS = {kind.name: kind.history_columns for kind in model_kinds.kinds() if not kind.checkpoints}
-
-
-def _now():
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-class _History:
-    """history.csv, one flushed row per update."""
-
-    def __init__(self, path, columns):
-        self.columns = columns
-        self._handle = open(path, "w", newline="", encoding="utf-8")
-        self._writer = csv.DictWriter(self._handle, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
-        self._writer.writeheader()
-        self._handle.flush()
-
-    def write(self, record):
-        self._writer.writerow({k: runs._format_value(record.get(k)) for k in self.columns})
-        self._handle.flush()
-
-    def close(self):
-        self._handle.close()
 
 
 class _Progress:
@@ -96,16 +73,12 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
     from prednet_keras import starting_point
     from prednet_keras.train import jit_compile_for
 
-    folder = runs.RunFolder(run_dir)
-    folder.remove_temporaries()
-    manifest = folder.read_manifest()
+    run = RunSession(run_dir)
+    folder, manifest = run.folder, run.manifest
     kind = model_kinds.get(manifest["options"]["model"])
     config = kind.config_class().from_dict(manifest["options"])
     runtime_record = runtime_record or {}
-    session = {"started": _now(), "pid": os.getpid()}
-    manifest.setdefault("sessions", []).append(session)
-    manifest["status"] = "running"
-    folder.write_manifest(manifest)
+    session = run.begin()
     # The manifest is written as a dict here (its new parts in the order they are made); read typed.
     recorded_runtime = Manifest.coerce(manifest).runtime
     requested = recorded_runtime.requested.to_dict() if recorded_runtime and recorded_runtime.requested else {}
@@ -137,24 +110,21 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
         study.setdefault("settings", {}).update(settings)
     trajectory = Trajectory(folder.path / TRAJECTORY_FILE, total, study.get("trajectory_points") or 0)
     session["jit_compile"] = jit
-    folder.write_manifest(manifest)
+    run.write()
 
-    history = _History(folder.history_path, kind.history_columns)
+    # A run of a protocol cannot resume: its history starts anew.
+    history = run.open_history(kind.history_columns, fresh=True)
     progress = _Progress(label, every=max(1, total // (5 if quiet else 20)), quiet=quiet)
 
     def on_update(record):
-        history.write(record)
+        history.write(**record)
         trajectory.after_update(record["update"])
         progress(record, total)
 
     print(f"Training {label}; backend {keras.backend.backend()}.", flush=True)
-    started = time.perf_counter()
-    try:
+    with run.timed(), history:
         result = kind.train(config, data, preset, initial_weights=initial_weights, on_update=on_update,
                             jit_compile=jit, on_start=trajectory.start)
-    finally:
-        history.close()
-        session["seconds"] = round(time.perf_counter() - started, 3)
 
     runs.write_through_temporary(folder.model_path, result.model.save)
     manifest["metric"] = result.metric
@@ -162,9 +132,7 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
     if trajectory.save():
         manifest["trajectory"] = trajectory.record()
     manifest["model"] = kind.model_record(config, result)
-    manifest["status"] = "complete"
-    session["ended"] = _now()
-    folder.write_manifest(manifest)
+    run.complete()
     try:
         rows = [
             {"kind": "step", "epoch": 1, "step": r["update"], "global_step": r["update"], "loss": r["loss"]}

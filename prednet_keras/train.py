@@ -23,7 +23,6 @@ starts that process.
 """
 
 import gc
-import os
 import shutil
 import time
 
@@ -32,6 +31,7 @@ import keras
 from prednet_keras import runs, torch_compile
 from prednet_keras.distribution import batch_problem
 from prednet_keras.early_stopping import ResumableEarlyStopping
+from prednet_keras.run_session import RunSession, mark_stopped, now
 from prednet_keras.runs import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.models import build_training_model
@@ -61,6 +61,7 @@ __all__ = [
     "TrainConfig",
     "TrainingDiverged",
     "learning_rate_at",
+    "mark_stopped",
     "run_training",
 ]
 
@@ -147,8 +148,8 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     """
     from prednet_keras import starting_point
 
-    folder = runs.RunFolder(run_dir)
-    manifest = folder.read_manifest()
+    run = RunSession(run_dir)
+    folder, manifest = run.folder, run.manifest
     options = dict(manifest["options"])
     recorded_epochs = options["epochs"]
     if resume and resume.get("epochs") is not None:
@@ -209,7 +210,7 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
         print(f"  loaded and verified in {time.perf_counter() - started:.1f} s", flush=True)
 
     # -- from here on the run folder is written ---------------------------
-    session = _begin_session(folder, manifest, config, runtime_record, first_epoch, resume, recorded_epochs)
+    session = _begin_session(run, config, runtime_record, first_epoch, resume, recorded_epochs)
 
     if first_epoch == 0:
         if initial.get("file") and (folder.path / initial["file"]).is_file():
@@ -273,11 +274,11 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
         augment=list(config.augment),
     )
     session["jit_compile"] = jit
-    folder.write_manifest(manifest)
+    run.write()
 
     if first_epoch >= config.epochs:
         print(f"Nothing to do: {first_epoch} of {plural(config.epochs, 'epoch')} already completed.", flush=True)
-        return _finish(folder, manifest, session, state, starting_point.weights_checksum(model))
+        return _finish(run, state, starting_point.weights_checksum(model))
 
     batches = EpochBatches(
         sequences, config.batch_size, config.steps_per_epoch, first_epoch, config.epochs, config.seed,
@@ -318,26 +319,25 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     if early is not None:
         print(f"Early stopping: once val_loss has not improved for {plural(config.patience, 'epoch')}.", flush=True)
     print(f"Learning rate: {schedule_text(config)} ({_drop_rule(manifest, config)}).", flush=True)
-    started = time.perf_counter()
-    try:
-        model.fit(
-            batches,
-            epochs=config.epochs,
-            initial_epoch=first_epoch,
-            steps_per_epoch=config.steps_per_epoch,
-            validation_data=validation,
-            callbacks=callbacks,
-            # The order is EpochBatches' own: Keras' shuffle would reorder
-            # batches with Python's random state, which a resumed run cannot replay.
-            shuffle=False,
-            verbose=0,
-        )
-    finally:
-        recorder.history.close()
-        session["seconds"] = round(time.perf_counter() - started, 3)
-        # TensorFlow complains at exit about generator datasets still alive then.
-        del batches
-        gc.collect()
+    with run.timed():
+        try:
+            model.fit(
+                batches,
+                epochs=config.epochs,
+                initial_epoch=first_epoch,
+                steps_per_epoch=config.steps_per_epoch,
+                validation_data=validation,
+                callbacks=callbacks,
+                # The order is EpochBatches' own: Keras' shuffle would reorder
+                # batches with Python's random state, which a resumed run cannot replay.
+                shuffle=False,
+                verbose=0,
+            )
+        finally:
+            recorder.history.close()
+            # TensorFlow complains at exit about generator datasets still alive then.
+            del batches
+            gc.collect()
     if recorder.diverged:
         epoch, step = recorder.diverged
         where = f"epoch {epoch}" + (f", step {step}" if step else "")
@@ -353,7 +353,7 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     if early is not None and early.record():
         manifest["result"] = dict(manifest.get("result") or {}, stopped_early=early.record())
     # Final weights, the same bytes on every backend: the determinism audit's record.
-    return _finish(folder, manifest, session, folder.read_state(), starting_point.weights_checksum(model))
+    return _finish(run, folder.read_state(), starting_point.weights_checksum(model))
 
 
 def _check_checkpoint_file(checkpoint, state):
@@ -393,9 +393,10 @@ def _verify_checkpoint(folder, manifest, state, actual):
         )
 
 
-def _begin_session(folder, manifest, config, runtime_record, first_epoch, resume, recorded_epochs):
+def _begin_session(run, config, runtime_record, first_epoch, resume, recorded_epochs):
     """Records this process in the manifest (the first write of a training process); returns its session."""
-    session = {"started": _now(), "pid": os.getpid(), "backend": keras.backend.backend()}
+    manifest = run.manifest
+    session = {"backend": keras.backend.backend()}
     # Each process that worked on the run (the first, then every resume) is
     # listed; its runtime is spelled out only where it differs from the first's.
     runtime = manifest.setdefault("runtime", {})
@@ -412,7 +413,7 @@ def _begin_session(folder, manifest, config, runtime_record, first_epoch, resume
             earlier.setdefault("status", "killed")
     if resume:
         manifest.setdefault("resumes", []).append(
-            {"command": resume.get("command"), "time": resume.get("time") or _now(), "after_epoch": first_epoch}
+            {"command": resume.get("command"), "time": resume.get("time") or now(), "after_epoch": first_epoch}
         )
         if config.epochs != recorded_epochs:
             manifest["options"]["epochs"] = config.epochs
@@ -425,23 +426,20 @@ def _begin_session(folder, manifest, config, runtime_record, first_epoch, resume
         if ended:
             ended[-1].setdefault("error", manifest["error"])
         manifest.setdefault("earlier_errors", []).append(manifest.pop("error"))
-    manifest["sessions"].append(session)
-    manifest["status"] = "running"
-    folder.remove_temporaries()
-    folder.write_manifest(manifest)
-    return session
+    return run.begin(**session)
 
 
 def _drop_rule(manifest, config):
     return (manifest.get("schedule") or {}).get("lr_drop_epoch_rule") or f"dropped after epoch {config.lr_drop_epoch}"
 
 
-def _finish(folder, manifest, session, state, weights_checksum=None):
+def _finish(run, state, weights_checksum=None):
     """Records the outcome in the manifest, redraws loss.png, prints a summary.
 
     The result is merged into the recorded one: a field this process cannot
     recompute is kept, never dropped.
     """
+    folder, manifest = run.folder, run.manifest
     history = folder.read_history()
     epochs = [r for r in history if r["kind"] == "epoch"]
     last = epochs[-1] if epochs else {}
@@ -459,11 +457,8 @@ def _finish(folder, manifest, session, state, weights_checksum=None):
         result["weights_checksum"] = weights_checksum
     if state and state.get("model_weights_checksum"):
         result["model_weights_checksum"] = state["model_weights_checksum"]
-    session["ended"] = _now()
-    session["end_epoch"] = result["epochs_completed"]
-    manifest["status"] = "complete"
     manifest["result"] = dict(manifest.get("result") or {}, **result)
-    folder.write_manifest(manifest)
+    run.complete(end_epoch=result["epochs_completed"])
     if history:
         runs.plot_history(history, folder.loss_plot_path, title=folder.path.name)
     best = result.get("best_epoch")
@@ -493,48 +488,3 @@ def _check_same_data(recorded, current):
                 f"The {split} data changed since this run started (checksum {before[:19]}... is now "
                 f"{info['checksum'][:19]}...); resume with the same data, or start a new run."
             )
-
-
-def _now():
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-def mark_stopped(run_dir, status, error=None):
-    """Records how a training process ended early ("interrupted" or "failed").
-
-    Only a process that has begun writing the run records anything: one that
-    stopped before (a resume refused in the training process, data that
-    would not load) leaves the run's record as it found it.
-
-    Args:
-        run_dir: the run folder.
-        status: the new status.
-        error: one-line description, for "failed".
-
-    Returns:
-        True when the manifest was written.
-    """
-    folder = runs.RunFolder(run_dir)
-    try:
-        manifest = folder.read_manifest()
-    except runs.RunFolderError:
-        return False
-    sessions = manifest.get("sessions") or []
-    ours = bool(sessions) and sessions[-1].get("pid") == os.getpid() and "ended" not in sessions[-1]
-    if not ours and manifest.get("status") != "created":
-        return False
-    manifest["status"] = status
-    if error:
-        manifest["error"] = error
-    if ours:
-        sessions[-1]["ended"] = _now()
-        sessions[-1]["end_epoch"] = folder.completed_epochs()
-        sessions[-1]["status"] = status
-        if error:
-            sessions[-1]["error"] = error
-    try:
-        folder.write_manifest(manifest)
-    except (OSError, runs.RunFolderError):
-        # A full disk: the manifest is replaced atomically or not at all, so the last record stands.
-        return False
-    return True

@@ -1,6 +1,6 @@
 """The Keras pieces of a training run (prednet-train's recipe loop): its metric and callbacks.
 
-`LastBatchLoss` (the per-step loss history.csv records), `RunRecorder` (history rows, a checkpoint every
+`LastBatchLoss` (the per-step loss history.csv records; in models.py with the other models' metrics), `RunRecorder` (history rows, a checkpoint every
 completed epoch, the best model kept), `StopOnRequest`, `FirstCallAnnouncer`, `ProgressLogger`, and what
 they use: `StepLosses` (reading losses without stalling the device), `export_best`, `file_sha256`, and the
 PREDNET_TEST_KILL_AT test hook.
@@ -17,6 +17,7 @@ import keras
 import numpy as np
 
 from prednet_keras import runs
+from prednet_keras.models import LastBatchLoss  # noqa: F401 (named here before models.py held it)
 from prednet_keras.recipe import learning_rate_at
 
 # Test hook: "EPOCH:STEP" (from 1) kills the training process with SIGKILL right
@@ -24,31 +25,6 @@ from prednet_keras.recipe import learning_rate_at
 # of the moments of that epoch's end (KILL_MOMENTS, in the order they happen).
 KILL_AT_ENV = "PREDNET_TEST_KILL_AT"
 KILL_MOMENTS = ("history", "checkpoint-partial", "checkpoint", "state", "model-partial", "model", "cleanup")
-
-
-@keras.saving.register_keras_serializable(package="prednet_keras")
-class LastBatchLoss(keras.metrics.Metric):
-    """The loss of the last batch alone (Keras' "loss" log is the running mean
-    of the epoch); history.csv records it as the per-step loss.
-
-    The training model is trained with MAE against zeros, so the loss is
-    mean(|y_pred - y_true|).
-    """
-
-    def __init__(self, name="batch_loss", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.value = self.add_variable(shape=(), initializer="zeros", name="value")
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        y_pred = keras.ops.convert_to_tensor(y_pred)
-        y_true = keras.ops.cast(y_true, y_pred.dtype)
-        self.value.assign(keras.ops.cast(keras.ops.mean(keras.ops.abs(y_pred - y_true)), self.value.dtype))
-
-    def result(self):
-        return keras.ops.convert_to_tensor(self.value)
-
-    def reset_state(self):
-        self.value.assign(0.0)
 
 
 class RunRecorder(keras.callbacks.Callback):

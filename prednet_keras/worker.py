@@ -155,9 +155,9 @@ def train_main(run_dir, quiet=False, resume=None):
         # One interruption is recorded; a second signal must not cut the record short.
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_IGN)
-        from prednet_keras import train
+        from prednet_keras import run_session
 
-        train.mark_stopped(run_dir, "interrupted")
+        run_session.mark_stopped(run_dir, "interrupted")
         if _is_study_run(folder):
             print(
                 f"\nInterrupted; this model's protocol keeps no checkpoints, so start it again "
@@ -179,10 +179,10 @@ def train_main(run_dir, quiet=False, resume=None):
         )
         return EXIT_INTERRUPTED
     except _user_errors() as error:
-        from prednet_keras import train
+        from prednet_keras import run_session
 
         message = _one_line(error)
-        train.mark_stopped(run_dir, "failed", message)
+        run_session.mark_stopped(run_dir, "failed", message)
         if os.environ.get("PREDNET_DEBUG"):
             raise
         print(f"Error: {message}", file=sys.stderr, flush=True)
@@ -192,17 +192,17 @@ def train_main(run_dir, quiet=False, resume=None):
             _after_full_disk(folder)
         return 1
     except Exception as error:
-        from prednet_keras import train
+        from prednet_keras import run_session
         from prednet_keras.diskwrite import is_space_error
 
         if is_space_error(error):
             # A write the run folder's own writers did not see (a library's file): still the user's disk.
             message = _space_message(error, folder.path)
-            train.mark_stopped(run_dir, "failed", message)
+            run_session.mark_stopped(run_dir, "failed", message)
             print(f"Error: {message}", file=sys.stderr, flush=True)
             _after_full_disk(folder)
             return 1
-        train.mark_stopped(run_dir, "failed", f"{type(error).__name__}: {_one_line(error)}")
+        run_session.mark_stopped(run_dir, "failed", f"{type(error).__name__}: {_one_line(error)}")
         raise
 
 

@@ -380,26 +380,10 @@ class UserModelKind(base.ModelKind):
 def _batch_loss_metric(loss):
     """A metric holding the loss of the last batch alone (Keras' "loss" log is a running mean)."""
     import keras
-    from keras import ops
 
-    function = keras.losses.get(loss) if isinstance(loss, str) else loss
+    from prednet_keras.models import LastBatchMetric
 
-    class BatchLoss(keras.metrics.Metric):
-        def __init__(self, name="batch_loss", **kwargs):
-            super().__init__(name=name, **kwargs)
-            self.value = self.add_variable(shape=(), initializer="zeros", name="value")
-
-        def update_state(self, y_true, y_pred, sample_weight=None):
-            value = ops.mean(ops.convert_to_tensor(function(y_true, y_pred)))
-            self.value.assign(ops.cast(value, self.value.dtype))
-
-        def result(self):
-            return ops.convert_to_tensor(self.value)
-
-        def reset_state(self):
-            self.value.assign(0.0)
-
-    return BatchLoss()
+    return LastBatchMetric(loss=keras.losses.get(loss) if isinstance(loss, str) else loss)
 
 
 class _PerUpdate:
