@@ -26,55 +26,9 @@
 # PERF_DEVICE (default gpu), PERF_BENCH_EXTRA, PERF_TRAIN_EXTRA (options appended to every prednet-bench /
 # prednet-train command): for a smoke test elsewhere, e.g. PERF_DEVICE=cpu PERF_BENCH_EXTRA="--stack-sizes 3,4,8
 # --size 16x16 --nt 3 --steps 2 --warmup 1".
-set -u
-dest=${1:-${OUT:-}}
-[ -n "$dest" ] || { echo "usage: bash scripts/device/perf_h200.sh OUT" >&2; exit 2; }
-out=${PERF_WORK:-/tmp/perf-h200}
-rm -rf "$out"; mkdir -p "$out/logs" "$dest"
-pack() {
-    cp "$out/status.tsv" "$dest/" 2>/dev/null; cp "$out/summary.txt" "$dest/" 2>/dev/null
-    tar czf "$dest/perf_h200.tgz" -C "$out" .
-}
-trap pack EXIT
-budget=${PERF_BUDGET_S:-400}
-device=${PERF_DEVICE:-gpu}
-read -r -a bench_extra <<< "${PERF_BENCH_EXTRA:-}"
-read -r -a train_extra <<< "${PERF_TRAIN_EXTRA:-}"
-started=$(date +%s)
-status="$out/status.tsv"
-printf 'name\tstatus\tseconds\tstarted_at\n' > "$status"
-export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1
-
-wanted() { [ -z "${PERF_ONLY:-}" ] || [[ " $PERF_ONLY " == *" $1 "* ]]; }
-
-# run NAME CAP_S MIN_S COMMAND...: COMMAND under timeout (at most CAP_S, at most what is left of the budget),
-# skipped when less than MIN_S is left; the outcome goes to status.tsv.
-run() {
-    local name=$1 cap=$2 least=$3; shift 3
-    wanted "$name" || return 0
-    local left=$(( budget - ($(date +%s) - started) ))
-    if (( left < least )); then
-        printf '%s\tskipped: %ss of the %ss budget left\t0\t-\n' "$name" "$left" "$budget" >> "$status"
-        echo "== $name: skipped (${left}s left)"
-        return 0
-    fi
-    local limit=$(( left < cap ? left : cap )) t0=$(date +%s) code
-    echo "== $name (limit ${limit}s)"
-    timeout -k 10 "$limit" "$@" > "$out/logs/$name.log" 2>&1
-    code=$?
-    local took=$(( $(date +%s) - t0 )) what=ok
-    if (( code == 124 || code == 137 )); then what="timed out after ${took}s"
-    elif (( code != 0 )); then what="failed (exit $code): $(grep -v '^\s*$' "$out/logs/$name.log" | tail -1 | cut -c1-200)"
-    fi
-    printf '%s\t%s\t%s\t%s\n' "$name" "$what" "$took" "$(( t0 - started ))" >> "$status"
-    echo "== $name: $what (${took}s)"
-}
-
-bench() {  # bench NAME CAP_S MIN_S BENCH_OPTIONS...
-    local name=$1 cap=$2 least=$3; shift 3
-    run "$name" "$cap" "$least" python3 -m prednet_keras.cli.bench --device "$device" --mode train --steps 20 --warmup 3 \
-        --quiet --overwrite --json "$out/$name.json" "$@" "${bench_extra[@]}"
-}
+script=perf_h200
+default_budget=400
+source "$(dirname "$0")/budget_lib.sh"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv > "$out/logs/nvidia-smi.csv" 2>&1
 python3 -c "from importlib.metadata import version as v; print(*(f'{n} {v(n)}' for n in ('jax', 'jaxlib', 'torch', 'keras')))" \

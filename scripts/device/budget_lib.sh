@@ -1,0 +1,58 @@
+# Shared by the GPU measurement scripts (perf_h200.sh, bf16_h200.sh): source it after setting
+#   script (the script's name, e.g. perf_h200) and default_budget (seconds)
+# with the script's arguments still in "$@". It makes the work folder PERF_WORK (default /tmp/<script with
+# '-' for '_'>), packs it into OUT/<script>.tgz (with status.tsv and summary.txt beside it) on exit, and defines
+#   run NAME CAP_S MIN_S COMMAND...    COMMAND under timeout, at most CAP_S and at most what is left of
+#                                      PERF_BUDGET_S; skipped when less than MIN_S is left; the outcome
+#                                      goes to status.tsv
+#   bench NAME CAP_S MIN_S OPTIONS...  run of prednet-bench training (20 timed steps after 3 warm-up steps)
+#                                      with its JSON as NAME.json
+#   wanted NAME                        whether PERF_ONLY (names, space-separated) leaves NAME in
+# PERF_DEVICE (default gpu) and PERF_BENCH_EXTRA (options appended to every prednet-bench) are for a smoke test
+# elsewhere.
+set -u
+dest=${1:-${OUT:-}}
+[ -n "$dest" ] || { echo "usage: bash scripts/device/$script.sh OUT" >&2; exit 2; }
+out=${PERF_WORK:-/tmp/${script//_/-}}
+rm -rf "$out"; mkdir -p "$out/logs" "$dest"
+pack() {
+    cp "$out/status.tsv" "$dest/" 2>/dev/null; cp "$out/summary.txt" "$dest/" 2>/dev/null
+    tar czf "$dest/$script.tgz" -C "$out" .
+}
+trap pack EXIT
+budget=${PERF_BUDGET_S:-$default_budget}
+device=${PERF_DEVICE:-gpu}
+read -r -a bench_extra <<< "${PERF_BENCH_EXTRA:-}"
+started=$(date +%s)
+status="$out/status.tsv"
+printf 'name\tstatus\tseconds\tstarted_at\n' > "$status"
+export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1
+
+wanted() { [ -z "${PERF_ONLY:-}" ] || [[ " $PERF_ONLY " == *" $1 "* ]]; }
+
+run() {
+    local name=$1 cap=$2 least=$3; shift 3
+    wanted "$name" || return 0
+    local left=$(( budget - ($(date +%s) - started) ))
+    if (( left < least )); then
+        printf '%s\tskipped: %ss of the %ss budget left\t0\t-\n' "$name" "$left" "$budget" >> "$status"
+        echo "== $name: skipped (${left}s left)"
+        return 0
+    fi
+    local limit=$(( left < cap ? left : cap )) t0=$(date +%s) code
+    echo "== $name (limit ${limit}s)"
+    timeout -k 10 "$limit" "$@" > "$out/logs/$name.log" 2>&1
+    code=$?
+    local took=$(( $(date +%s) - t0 )) what=ok
+    if (( code == 124 || code == 137 )); then what="timed out after ${took}s"
+    elif (( code != 0 )); then what="failed (exit $code): $(grep -v '^\s*$' "$out/logs/$name.log" | tail -1 | cut -c1-200)"
+    fi
+    printf '%s\t%s\t%s\t%s\n' "$name" "$what" "$took" "$(( t0 - started ))" >> "$status"
+    echo "== $name: $what (${took}s)"
+}
+
+bench() {
+    local name=$1 cap=$2 least=$3; shift 3
+    run "$name" "$cap" "$least" python3 -m prednet_keras.cli.bench --device "$device" --mode train --steps 20 --warmup 3 \
+        --quiet --overwrite --json "$out/$name.json" "$@" "${bench_extra[@]}"
+}
