@@ -201,6 +201,8 @@ def test_prednet_train_parent_never_imports_a_framework(tmp_path, monkeypatch):
     assert "FRAMEWORKS []" in result.stdout, result.stdout + result.stderr
 
 
+# Slow: starts TensorFlow in two fresh processes.
+@pytest.mark.slow
 def test_verbose_shows_the_framework_start_up_that_is_otherwise_hidden(tmp_path):
     quiet = run_script("prednet-env", "--json", cwd=tmp_path)
     loud = run_script("prednet-env", "-v", "--json", cwd=tmp_path)

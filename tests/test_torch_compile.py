@@ -11,6 +11,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# Slow: compiles a PredNet step with torch.compile in a fresh torch process (about 30 s on 2 cores).
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 def test_compiled_training_matches_eager_and_never_recompiles(tmp_path):
     result_path = tmp_path / "result.json"
