@@ -9,6 +9,7 @@ what is free, never as a traceback or an advice to resume.
 """
 
 import errno
+import hashlib
 import json
 import math
 import os
@@ -272,3 +273,12 @@ def _json_safe(obj):
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
         return _json_safe(obj.item())
     return obj
+
+
+def file_sha256(path, chunk=1 << 20):
+    """sha256 (hex) of a file's bytes, read in chunks: the checksum every record of a file holds."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -43,6 +43,7 @@ from prednet_keras.recipe import (
     schedule_text,
     time_loss_weights_for,
 )
+from prednet_keras.diskwrite import file_sha256
 from prednet_keras.training_callbacks import (
     FirstCallAnnouncer,
     LastBatchLoss,
@@ -50,7 +51,6 @@ from prednet_keras.training_callbacks import (
     RunRecorder,
     StopOnRequest,
     export_best,
-    file_sha256,
 )
 from prednet_keras.training_data import EpochBatches, load_training_data, run_order_checksum
 from prednet_keras.trajectory import FILE as TRAJECTORY_FILE

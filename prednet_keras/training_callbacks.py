@@ -2,11 +2,10 @@
 
 `LastBatchLoss` (the per-step loss history.csv records; in models.py with the other models' metrics), `RunRecorder` (history rows, a checkpoint every
 completed epoch, the best model kept), `StopOnRequest`, `FirstCallAnnouncer`, `ProgressLogger`, and what
-they use: `StepLosses` (reading losses without stalling the device), `export_best`, `file_sha256`, and the
+they use: `StepLosses` (reading losses without stalling the device), `export_best`, and the
 PREDNET_TEST_KILL_AT test hook.
 """
 
-import hashlib
 import math
 import os
 import signal
@@ -17,6 +16,7 @@ import keras
 import numpy as np
 
 from prednet_keras import runs
+from prednet_keras.diskwrite import file_sha256
 from prednet_keras.models import LastBatchLoss  # noqa: F401 (named here before models.py held it)
 from prednet_keras.recipe import learning_rate_at
 
@@ -394,12 +394,4 @@ def export_best(export_model, folder, after_write=None):
 
     runs.write_through_temporary(folder.model_path, save, needed=variables_bytes(export_model))
 
-
-def file_sha256(path, chunk=1 << 20):
-    """sha256 (hex) of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
 

@@ -1,19 +1,12 @@
 """Source, the interface every reader of frames offers (runs of frames, a cheap frame count, a provenance
 record, a dataset view), and what readers share: the file hash and the frames shape check."""
 
-import hashlib
 from pathlib import Path
 
 from prednet_keras.data.errors import DataError
+from prednet_keras.diskwrite import file_sha256 as sha256_of
 
 
-def sha256_of(path, chunk=1 << 20):
-    """Hex SHA-256 of a file."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _frames_shape_check(shape, where):

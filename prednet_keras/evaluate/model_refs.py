@@ -1,10 +1,10 @@
 """Which models an evaluation means: command-line arguments resolved to .keras files, run folders and
 shipped models (ModelRef), and loading one with a check that it holds the weights its run recorded."""
 
-import hashlib
 from pathlib import Path
 
 from prednet_keras import runs
+from prednet_keras.diskwrite import file_sha256
 from prednet_keras.evaluate import EvalError
 
 __all__ = [
@@ -136,13 +136,9 @@ def check_evaluable(refs):
             )
 
 
-def file_checksum(path, chunk=1 << 20):
+def file_checksum(path):
     """sha256 of a file's bytes, as "sha256:<hex>"."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(chunk), b""):
-            digest.update(block)
-    return "sha256:" + digest.hexdigest()
+    return "sha256:" + file_sha256(path)
 
 def load_run_model(ref):
     """Loads a model to evaluate; one from a run folder must hold the weights its run recorded.

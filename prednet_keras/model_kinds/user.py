@@ -46,6 +46,7 @@ import sys
 import time
 from pathlib import Path
 
+from prednet_keras import diskwrite
 from prednet_keras import value_rules as rules
 from prednet_keras._options import OptionsRecord
 from prednet_keras.model_kinds import base
@@ -197,7 +198,7 @@ def load_reference(reference):
 def file_sha256(path):
     if path is None:
         return None
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return diskwrite.file_sha256(path)
 
 
 def _arrays_checksum(pair):
