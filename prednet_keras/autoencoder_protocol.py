@@ -5,7 +5,6 @@ MNIST autoencoder (`train_autoencoder`): one image per update, Adam as the Chain
 """
 
 import dataclasses
-import math
 import time
 
 import keras
@@ -14,6 +13,8 @@ import numpy as np
 from prednet_keras.models import LastBatchMSE
 from prednet_keras.protocols import (
     ProtocolResult,
+    UpdateLog,
+    UpdateRecorder,
     chainer_adam,
     load_initial_weights_into,
     protocol_metric,
@@ -21,32 +22,6 @@ from prednet_keras.protocols import (
 )
 
 __all__ = ["autoencoder_order", "train_autoencoder"]
-
-
-class _PerImage(keras.callbacks.Callback):
-    def __init__(self, order, on_update, records):
-        super().__init__()
-        self.order = order
-        self.on_update = on_update
-        self.records = records
-        self.tick = None
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self.tick = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        loss = float((logs or {})["image_mse"])
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"The loss became {loss} at image {batch + 1}.")
-        record = {
-            "update": len(self.records) + 1,
-            "image": int(self.order[len(self.records)]),
-            "loss": loss,
-            "seconds": round(time.perf_counter() - self.tick, 6),
-        }
-        self.records.append(record)
-        if self.on_update is not None:
-            self.on_update(record)
 
 
 def autoencoder_order(count, images, seed):
@@ -115,7 +90,7 @@ def train_autoencoder(
         on_start(model)
     order = autoencoder_order(len(x_train), protocol.images, seed)
     inputs = ae.mnist_images(x_train[order])
-    records = []
+    log = UpdateLog(on_update)
     started = time.perf_counter()
     model.fit(
         inputs,
@@ -124,9 +99,10 @@ def train_autoencoder(
         epochs=1,
         shuffle=False,  # the order is the seeded one above, the same on every backend
         verbose=0,
-        callbacks=[_PerImage(order, on_update, records)],
+        callbacks=[UpdateRecorder(log, "image_mse", fields=lambda index: {"image": int(order[index])})],
     )
     seconds = time.perf_counter() - started
+    records = log.records
     del inputs
 
     count = protocol.eval_images

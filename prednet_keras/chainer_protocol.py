@@ -42,7 +42,6 @@ gradients flow, never by changing a forward value:
 """
 
 import dataclasses
-import math
 import time
 
 import keras
@@ -52,6 +51,7 @@ from keras import ops
 from prednet_keras.layers.chainer import NumpyZeros
 from prednet_keras.protocols import (
     ProtocolResult,
+    UpdateLog,
     chainer_adam,
     load_initial_weights_into,
     protocol_metric,
@@ -494,30 +494,24 @@ def train_chainer_prednet(
     if on_start is not None:
         on_start(trainer.layer)
 
-    records = []
+    log = UpdateLog(on_update, checked=("loss", "window_loss"))
     started = time.perf_counter()
-    first_update_seconds = None
-    for number, window in enumerate(windows, start=1):
+    for window in windows:
         frames = sequences[window.sequence].read(window.frame_slice)
-        tick = time.perf_counter()
+        log.start()
         loss, window_loss = trainer.update(frames, window.starts_sequence)
-        if not (math.isfinite(loss) and math.isfinite(window_loss)):
-            raise FloatingPointError(f"The loss became {loss} at update {number} (frame {window.last_step}).")
-        record = {
-            "update": number,
-            "sequence": window.sequence,
-            "frame": window.last_step,
-            "frames_seen": window.frames_before + 1,
-            "steps": window.steps,
-            "loss": loss,
-            "window_loss": window_loss,
-            "seconds": round(time.perf_counter() - tick, 6),
-        }
-        if first_update_seconds is None:
-            first_update_seconds = record["seconds"]
-        records.append(record)
-        if on_update is not None:
-            on_update(record)
+        log.add(
+            {
+                "sequence": window.sequence,
+                "frame": window.last_step,
+                "frames_seen": window.frames_before + 1,
+                "steps": window.steps,
+                "loss": loss,
+                "window_loss": window_loss,
+            },
+            where=f" (frame {window.last_step})",
+        )
+    records = log.records
     seconds = time.perf_counter() - started
 
     metric = protocol_metric([r["loss"] for r in records], protocol.metric_updates, "updates")
@@ -536,7 +530,7 @@ def train_chainer_prednet(
         "parameters": int(trainer.layer.count_params()),
         "train_seconds": round(seconds, 3),
         # The first update includes compiling the window.
-        "first_update_seconds": first_update_seconds,
+        "first_update_seconds": records[0]["seconds"] if records else None,
         "backend": keras.backend.backend(),
     }
     return ProtocolResult(trainer.prediction_model(), records, metric, summary)

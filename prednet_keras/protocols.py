@@ -3,7 +3,8 @@
 Each model kind's protocol is its own module: the Chainer PredNet's in `chainer_protocol`
 (`train_chainer_prednet`, as the authors' `main.py` trains it), the MNIST autoencoder's in
 `autoencoder_protocol` (`train_autoencoder`). Here: the protocols' options (`ChainerProtocol`,
-`AutoencoderProtocol`), their result (`ProtocolResult`, `protocol_metric`), Adam as Chainer's
+`AutoencoderProtocol`), their result (`ProtocolResult`, `protocol_metric`), the record of every
+update (`UpdateLog`, fed by `UpdateRecorder` where Keras' fit runs the updates), Adam as Chainer's
 (`chainer_adam`) and the starting weights (`load_initial_weights_into`).
 
 Presets (`PRESETS`, `protocol_preset`): "paper" is the study's set-up,
@@ -12,6 +13,7 @@ Presets (`PRESETS`, `protocol_preset`): "paper" is the study's set-up,
 
 import dataclasses
 import math
+import time
 
 import keras
 import numpy as np
@@ -21,6 +23,8 @@ __all__ = [
     "ChainerProtocol",
     "PRESETS",
     "ProtocolResult",
+    "UpdateLog",
+    "UpdateRecorder",
     "chainer_adam",
     "resolve_protocol",
     "protocol_metric",
@@ -149,6 +153,78 @@ class ProtocolResult:
     def logged(self):
         """The logged loss of every update, in order."""
         return [r["loss"] for r in self.records]
+
+
+class UpdateLog:
+    """The record of every update of a protocol run, in order: numbered from 1, timed, checked.
+
+    Each record is {"update": n, **fields, "seconds": s}; `seconds` is the time from `start` to
+    `add` (the update alone, not reading its data). A loss that is not finite stops the run with
+    FloatingPointError: it is never recorded as a number.
+
+    Args:
+        on_update: called with each record once it is made (history.csv, the trajectory and the
+            progress lines of `study_train`), or None.
+        checked: the fields that must be finite.
+    """
+
+    def __init__(self, on_update=None, checked=("loss",)):
+        self.records = []
+        self.on_update = on_update
+        self.checked = tuple(checked)
+        self._tick = None
+
+    def start(self):
+        """Marks the start of the next update (its `seconds` count from here)."""
+        self._tick = time.perf_counter()
+
+    def add(self, fields, where=""):
+        """Records the update that ran since `start` and passes the record on.
+
+        Args:
+            fields: the update's values in the order history.csv lists them (the loss among them).
+            where: words placing the update, for the error message ("(frame 12)").
+
+        Returns:
+            The record.
+        """
+        number = len(self.records) + 1
+        for name in self.checked:
+            value = fields[name]
+            if not math.isfinite(value):
+                raise FloatingPointError(f"The loss became {value} at update {number}{where}.")
+        seconds = time.perf_counter() - self._tick if self._tick is not None else math.nan
+        record = {"update": number, **fields, "seconds": round(seconds, 6)}
+        self.records.append(record)
+        if self.on_update is not None:
+            self.on_update(record)
+        return record
+
+
+class UpdateRecorder(keras.callbacks.Callback):
+    """Feeds an UpdateLog from Keras' fit: one record per training batch.
+
+    Args:
+        log: the UpdateLog.
+        metric: the log key holding the batch's own loss (a `LastBatchMetric`: Keras' "loss" is a
+            running mean).
+        fields: a function of the update's index (from 0) giving the fields recorded before its loss
+            (e.g. which image it trained on); None: none.
+    """
+
+    def __init__(self, log, metric, fields=None):
+        super().__init__()
+        self.log = log
+        self.metric = metric
+        self.fields = fields
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.log.start()
+
+    def on_train_batch_end(self, batch, logs=None):
+        index = len(self.log.records)
+        before = self.fields(index) if self.fields is not None else {}
+        self.log.add({**before, "loss": float((logs or {})[self.metric])})
 
 
 def protocol_metric(values, last, unit):

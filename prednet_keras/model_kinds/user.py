@@ -332,14 +332,15 @@ class UserModelKind(base.ModelKind):
         if on_start is not None:
             on_start(model)
         x, y = data.train_data
-        records = []
-        recorder = _PerUpdate(on_update, records)
+        log = protocols.UpdateLog(on_update)
+        recorder = protocols.UpdateRecorder(log, "batch_loss")
         started = time.perf_counter()
         for epoch, order in enumerate(self._orders(len(x), preset, config.seed), start=1):
-            recorder.epoch = epoch
+            recorder.fields = lambda index, epoch=epoch: {"epoch": epoch}
             model.fit(x[order], y[order], batch_size=preset.batch_size, epochs=1, shuffle=False, verbose=0,
                       callbacks=[recorder])
         seconds = time.perf_counter() - started
+        records = log.records
         # Compiled again as the user asked (the model file then holds the user's metrics, not ours).
         model.compile(optimizer=model.optimizer, loss=data.loss, metrics=list(data.metrics or ()),
                       jit_compile=jit_compile)
@@ -385,28 +386,3 @@ def _batch_loss_metric(loss):
     from prednet_keras.models import LastBatchMetric
 
     return LastBatchMetric(loss=keras.losses.get(loss) if isinstance(loss, str) else loss)
-
-
-class _PerUpdate:
-    """A Keras callback (made a subclass on first use) recording each update's batch loss."""
-
-    def __new__(cls, on_update, records):
-        import keras
-
-        class PerUpdate(keras.callbacks.Callback):
-            epoch = 1
-
-            def on_train_batch_begin(self, batch, logs=None):
-                self.tick = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                loss = float((logs or {})["batch_loss"])
-                if not math.isfinite(loss):
-                    raise FloatingPointError(f"The loss became {loss} at update {len(records) + 1}.")
-                record = {"update": len(records) + 1, "epoch": self.epoch, "loss": loss,
-                          "seconds": round(time.perf_counter() - self.tick, 6)}
-                records.append(record)
-                if on_update is not None:
-                    on_update(record)
-
-        return PerUpdate()
