@@ -30,6 +30,7 @@ import sys
 import time
 
 from prednet_keras import torch_compile
+from prednet_keras.run_progress import FirstStep
 
 __all__ = ["NOT_AVAILABLE", "device_peak", "host_peak_bytes", "measure", "measure_phase", "step_statistics"]
 
@@ -236,12 +237,18 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
     build_seconds = time.perf_counter() - started
 
     warmup_seconds, step_seconds = [], []
+    # The first step compiles (227 s for torch.compile on an H200) and prints nothing by itself.
+    first = FirstStep(f"{phase} step", f"{phase} step", "first step") if progress is not None else None
+    if first is not None:
+        first.begin()
     last = [time.perf_counter()]
     graphs = {"before": torch_compile.compiled_graphs()}
 
     def on_step():
         now = time.perf_counter()
         seconds, last[0] = now - last[0], now
+        if first is not None:
+            first.end()
         if len(warmup_seconds) < config.warmup:
             warmup_seconds.append(seconds)
             _say(progress, f"{phase} warm-up step {len(warmup_seconds)}/{config.warmup}: {seconds:.3f} s")

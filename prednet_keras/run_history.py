@@ -140,3 +140,27 @@ def plot_history(rows, path, title=None):
     axes.grid(alpha=0.3)
     figure.tight_layout()
     write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+
+
+def update_rows(records):
+    """The rows `plot_history` draws of a run counted in updates (a protocol's): one step per update,
+    all in one epoch."""
+    return [
+        {"kind": "step", "epoch": 1, "step": r["update"], "global_step": r["update"], "loss": r["loss"]}
+        for r in records
+    ]
+
+
+def draw_loss(rows, path, title=None):
+    """`plot_history`, for a run: a plot is a convenience, never a reason to stop or fail a run, so a
+    failure (a full disk, a broken font cache) is printed as a warning.
+
+    Returns:
+        True when loss.png was written.
+    """
+    try:
+        plot_history(rows, path, title=title)
+    except Exception as error:
+        print(f"warning: {Path(path).name} not drawn ({type(error).__name__}: {error})", flush=True)
+        return False
+    return True

@@ -20,7 +20,6 @@ The protocols have no checkpoints, so these runs cannot be resumed.
 """
 
 import shutil
-import time
 
 from prednet_keras import model_kinds, runs
 from prednet_keras.model_kinds.study_config import (  # noqa: F401 (this module's names before the registry)
@@ -32,6 +31,8 @@ from prednet_keras.model_kinds.study_config import (  # noqa: F401 (this module'
     study_model_names,
 )
 from prednet_keras.records import Manifest
+from prednet_keras.run_history import update_rows
+from prednet_keras.run_progress import UpdateProgress
 from prednet_keras.run_session import RunSession
 from prednet_keras.trajectory import FILE as TRAJECTORY_FILE
 from prednet_keras.trajectory import Trajectory
@@ -41,20 +42,6 @@ __all__ = ["STUDY_MODELS", "StudyConfig", "run_study_training"]
 # The built-in kinds this loop trains (a user's model, named module:function, is trained here too).
 STUDY_MODELS = tuple(kind.name for kind in model_kinds.kinds() if not kind.checkpoints)
 HISTORY_COLUMNS = {kind.name: kind.history_columns for kind in model_kinds.kinds() if not kind.checkpoints}
-
-
-class _Progress:
-    def __init__(self, label, every, quiet):
-        self.label = label
-        self.every = max(1, every)
-        self.quiet = quiet
-        self.started = time.perf_counter()
-
-    def __call__(self, record, total):
-        number = record["update"]
-        if number % self.every == 0 or number == total:
-            elapsed = time.perf_counter() - self.started
-            print(f"{self.label} update {number}/{total}: loss {record['loss']:.6g} ({elapsed:.1f} s)", flush=True)
 
 
 def run_study_training(run_dir, runtime_record=None, quiet=False):
@@ -114,17 +101,22 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
 
     # A run of a protocol cannot resume: its history starts anew.
     history = run.open_history(kind.history_columns, fresh=True)
-    progress = _Progress(label, every=max(1, total // (5 if quiet else 20)), quiet=quiet)
+    progress = UpdateProgress(label, total, every=max(1, total // (5 if quiet else 20)))
 
     def on_update(record):
         history.write(**record)
         trajectory.after_update(record["update"])
-        progress(record, total)
+        progress(record)
 
-    print(f"Training {label}; backend {keras.backend.backend()}.", flush=True)
+    print(f"Training {label}: {total:,} updates; backend {keras.backend.backend()}.", flush=True)
+
+    def on_start(model):
+        trajectory.start(model)
+        progress.start()
+
     with run.timed(), history:
         result = kind.train(config, data, preset, initial_weights=initial_weights, on_update=on_update,
-                            jit_compile=jit, on_start=trajectory.start)
+                            jit_compile=jit, on_start=on_start)
 
     runs.write_through_temporary(folder.model_path, result.model.save)
     manifest["metric"] = result.metric
@@ -133,14 +125,7 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
         manifest["trajectory"] = trajectory.record()
     manifest["model"] = kind.model_record(config, result)
     run.complete()
-    try:
-        rows = [
-            {"kind": "step", "epoch": 1, "step": r["update"], "global_step": r["update"], "loss": r["loss"]}
-            for r in result.records
-        ]
-        runs.plot_history(rows, folder.loss_plot_path, title=folder.path.name)
-    except Exception as error:  # a plot is a convenience, never a reason to fail a finished run
-        print(f"(loss.png not drawn: {error})", flush=True)
+    run.draw_loss(update_rows(result.records))
     metric = result.metric
     print(
         f"Done: {len(result.records)} updates in {folder.path}; {metric['name']} = {metric['value']:.6g}",

@@ -1,7 +1,8 @@
 """The Keras pieces of a training run (prednet-train's recipe loop): its metric and callbacks.
 
-`LastBatchLoss` (the per-step loss history.csv records; in models.py with the other models' metrics), `RunRecorder` (history rows, a checkpoint every
-completed epoch, the best model kept), `StopOnRequest`, `FirstCallAnnouncer`, `ProgressLogger`, and what
+`LastBatchLoss` (the per-step loss history.csv records; in models.py with the other models' metrics),
+`RunRecorder` (history rows, a checkpoint every completed epoch, the best model kept), `StopOnRequest`,
+`FirstCallAnnouncer` and `ProgressLogger` (the progress lines of `run_progress`, per epoch), and what
 they use: `StepLosses` (reading losses without stalling the device), `export_best`, and the
 PREDNET_TEST_KILL_AT test hook.
 """
@@ -19,6 +20,8 @@ from prednet_keras import runs
 from prednet_keras.diskwrite import file_sha256
 from prednet_keras.models import LastBatchLoss  # noqa: F401 (named here before models.py held it)
 from prednet_keras.recipe import learning_rate_at
+from prednet_keras.run_history import draw_loss
+from prednet_keras.run_progress import FirstStep, is_terminal
 
 # Test hook: "EPOCH:STEP" (from 1) kills the training process with SIGKILL right
 # after that step, as a power cut would, to test --resume; "EPOCH:MOMENT" at one
@@ -176,10 +179,7 @@ class RunRecorder(keras.callbacks.Callback):
         self._maybe_killed(done, "cleanup")
         self.epochs_completed = done
         self.improved = improved
-        try:
-            runs.plot_history(self.folder.read_history(), self.folder.loss_plot_path, title=self.folder.path.name)
-        except Exception as error:  # a plot must never stop a run
-            print(f"warning: loss.png not updated ({error})", flush=True)
+        draw_loss(self.folder.read_history(), self.folder.loss_plot_path, title=self.folder.path.name)
 
     def on_train_end(self, logs=None):
         self._write_steps(self._losses.flush())
@@ -215,11 +215,8 @@ class StopOnRequest(keras.callbacks.Callback):
 
 
 class FirstCallAnnouncer(keras.callbacks.Callback):
-    """Says when the first training and validation steps, which compile, start and end.
-
-    Compiling can take over a minute (74 s with XLA on a GPU) and prints
-    nothing by itself, so a log, a pipe or nohup would show a process that
-    looks hung; these lines appear on any output.
+    """Says when the first training and validation steps, which compile, start and end
+    (`run_progress.FirstStep`: a log, a pipe or nohup would otherwise show a process that looks hung).
 
     Args:
         bar: a progress bar is being drawn (the validation's line then
@@ -229,28 +226,20 @@ class FirstCallAnnouncer(keras.callbacks.Callback):
     def __init__(self, bar=False):
         super().__init__()
         self.lead = "\n" if bar else ""
-        self._train_started = self._test_started = None
+        self.training = FirstStep("training step", "training step", "first step")
+        self.validation = FirstStep("validation step", "validation", "first validation")
 
     def on_train_begin(self, logs=None):
-        print("Compiling the training step (done by the first step; can take a minute or more) ...", flush=True)
-        self._train_started = time.perf_counter()
+        self.training.begin()
 
     def on_train_batch_end(self, batch, logs=None):
-        if self._train_started is not None:
-            seconds = time.perf_counter() - self._train_started
-            print(f"  first training step done in {seconds:.1f} s (compilation included)", flush=True)
-            self._train_started = None
+        self.training.end()
 
     def on_test_begin(self, logs=None):
-        if self._test_started is None:
-            print(f"{self.lead}Compiling the validation step (done by the first validation) ...", flush=True)
-            self._test_started = time.perf_counter()
+        self.validation.begin(self.lead)
 
     def on_test_end(self, logs=None):
-        if self._test_started not in (None, False):
-            seconds = time.perf_counter() - self._test_started
-            print(f"  first validation done in {seconds:.1f} s (compilation included)", flush=True)
-            self._test_started = False
+        self.validation.end()
 
 
 class ProgressLogger(keras.callbacks.Callback):
@@ -271,7 +260,7 @@ class ProgressLogger(keras.callbacks.Callback):
         self.config = config
         self.recorder = recorder
         # A bar redrawn with carriage returns is noise in a log file.
-        self.quiet = quiet or not _is_terminal(sys.stdout)
+        self.quiet = quiet or not is_terminal(sys.stdout)
         self.bar = None
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -307,13 +296,6 @@ class ProgressLogger(keras.callbacks.Callback):
                 f"epoch {epoch + 1}/{self.epochs}  {text}  lr {lr:g}  {seconds:.1f}s{best}",
                 flush=True,
             )
-
-
-def _is_terminal(stream):
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def _parse_kill_at(text):

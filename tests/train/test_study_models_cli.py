@@ -75,6 +75,13 @@ def test_autoencoder_quick(tmp_path):
     folder = tmp_path / "ae"
     result = train(["--model", "autoencoder", "--autoencoder", "dense", "--protocol", "quick", "--quiet", "-o", folder])
     manifest, _ = _check_run(folder, result, "autoencoder", 600)
+    # Not a terminal: the compiling first update and the progress lines still appear (run_progress).
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("Compiling the update step") for line in lines), result.stdout
+    assert any(line.startswith("  first update done in") for line in lines), result.stdout
+    progress = [line for line in lines if " update " in line and ": loss " in line]
+    assert progress[-1].split(": loss")[0].endswith("update 600/600") and " left)" not in progress[-1]
+    assert len(progress) == 600 // 120 and all(" left)" in line for line in progress[:-1]), progress
     assert manifest["options"]["autoencoder"] == "dense"
     assert manifest["metric"]["name"] == "mean_last_100_images" and manifest["metric"]["count"] == 100
     assert 0 < manifest["result"]["test_mse"] < manifest["result"]["mean_image_test_mse"]

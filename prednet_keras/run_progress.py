@@ -1,0 +1,117 @@
+"""What a training run prints while it trains, the same on a terminal, a pipe or a log file.
+
+Both loops use it: Lotter's recipe (`train.run_training`, through the Keras callbacks in
+`training_callbacks`, which add a per-epoch bar on a terminal) and a model kind's protocol
+(`study_train.run_study_training`, counted in updates).
+
+- `FirstStep`: a phase's first step compiles and can take over a minute (74 s with XLA on a GPU)
+  while printing nothing by itself, so a log, a pipe or nohup would show a process that looks hung;
+  it says so before the step and how long it took after.
+- `UpdateProgress`: a run counted in updates: its first update, then a line every `every` updates
+  with the loss, the time so far and the time left.
+- `is_terminal`: whether a bar redrawn with carriage returns belongs on a stream.
+
+Lines are flushed as they are printed: progress must reach a file or a pipe while it happens.
+No framework at import.
+"""
+
+import time
+
+__all__ = ["FirstStep", "UpdateProgress", "duration_text", "is_terminal"]
+
+
+def is_terminal(stream):
+    """Whether `stream` is an interactive terminal (a closed or odd stream is not)."""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def duration_text(seconds):
+    """Seconds as a person reads them: 42.0 s, 3 min 05 s, 1 h 02 min."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, seconds = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+class FirstStep:
+    """Announces the first, compiling, step of one phase of a run, once.
+
+    Args:
+        what: the step's name in "Compiling the {what}" ("training step").
+        first: its name in "first {first} done" ("training step").
+        by: what does the compiling, in "(done by the {by}" ("first step").
+    """
+
+    def __init__(self, what, first, by):
+        self.what = what
+        self.first = first
+        self.by = by
+        self._started = None
+        self.done = False
+
+    def begin(self, lead=""):
+        """Before the step: says that it compiles (`lead` starts the line, e.g. below a bar)."""
+        if self._started is None and not self.done:
+            print(f"{lead}Compiling the {self.what} (done by the {self.by}; can take a minute or more) ...",
+                  flush=True)
+            self._started = time.perf_counter()
+
+    def end(self):
+        """After the step: how long it took; later calls print nothing."""
+        if self._started is not None:
+            seconds = time.perf_counter() - self._started
+            print(f"  first {self.first} done in {seconds:.1f} s (compilation included)", flush=True)
+            self._started = None
+            self.done = True
+
+
+class UpdateProgress:
+    """Progress lines of a run counted in updates.
+
+    The first update's line (it compiles), then one every `every` updates and at the last:
+    "LABEL update 40/200: loss 0.0123 (12.3 s, about 49.2 s left)". The time left is the mean time
+    of the updates after the first (which compiled) times the updates still to run.
+
+    Args:
+        label: what is trained, starting each line.
+        total: the updates the run makes.
+        every: updates between two lines (at least 1).
+    """
+
+    def __init__(self, label, total, every):
+        self.label = label
+        self.total = int(total)
+        self.every = max(1, int(every))
+        self.first = FirstStep("update step", "update", "first update")
+        self._started = None
+        self._after_first = None
+
+    def start(self):
+        """Before the first update."""
+        self._started = time.perf_counter()
+        self.first.begin()
+
+    def __call__(self, record):
+        """After each update, with its record ({"update", "loss", ...})."""
+        now = time.perf_counter()
+        if self._started is None:
+            self._started = now
+        number = int(record["update"])
+        if number == 1:
+            self.first.end()
+            self._after_first = now
+        if number % self.every and number != self.total:
+            return
+        elapsed = now - self._started
+        left = ""
+        if number < self.total and number > 1 and self._after_first is not None:
+            per_update = (now - self._after_first) / (number - 1)
+            left = f", about {duration_text(per_update * (self.total - number))} left"
+        print(f"{self.label} update {number}/{self.total}: loss {record['loss']:.6g} "
+              f"({duration_text(elapsed)}{left})", flush=True)
