@@ -6,6 +6,7 @@ import time
 from prednet_keras import model_kinds
 from prednet_keras.bench import BENCH_FORMAT, BENCH_FORMAT_VERSION, SYNTHETIC_DATA
 from prednet_keras.bench_measure import NOT_AVAILABLE
+from prednet_keras.records import Fingerprint, Runtime
 
 __all__ = ["document", "format_table", "plot_results", "table_rows", "write_results"]
 
@@ -51,7 +52,7 @@ def _peak_text(result):
     parts.append(f"host {_mib(host):.0f} MiB" if host is not None else f"host {NOT_AVAILABLE}")
     if device is not None:
         parts.append(f"GPU {_mib(device):.0f} MiB")
-    elif result["runtime"]["requested"].get("device", "cpu") != "cpu":
+    elif (Runtime.from_dict(result["runtime"]).requested.device or "cpu") != "cpu":
         parts.append(f"GPU {NOT_AVAILABLE}")
     return ", ".join(parts)
 
@@ -61,18 +62,18 @@ def table_rows(results):
     rows = []
     for result in results:
         config = result["config"]
-        effective = result["runtime"]["effective"]
-        device = result["runtime"]["requested"]["device"]
-        if effective.get("device") == "gpu":
-            names = ((result.get("fingerprint") or {}).get("gpu") or {}).get("nvidia_smi") or {}
-            gpus = names.get("gpus") or []
+        runtime = Runtime.from_dict(result["runtime"])
+        device = runtime.requested.device
+        if runtime.effective is not None and runtime.effective.device == "gpu":
+            fingerprint = Fingerprint.from_dict(result.get("fingerprint")) or Fingerprint()
+            gpus = ((fingerprint.gpu or {}).get("nvidia_smi") or {}).get("gpus") or []
             if gpus:
                 device = f"{device} ({gpus[0].get('name')})"
         timed = result.get("train") or result.get("infer")
         model = model_kinds.get(config["model"]).bench_row_name(config)
         rows.append({
             "model": model,
-            "backend": _backend_text(result["runtime"]),
+            "backend": _backend_text(runtime),
             "device": device,
             "batch": str(config["batch_size"]),
             "size": f"{config['size'][0]}x{config['size'][1]}",
@@ -87,13 +88,12 @@ def table_rows(results):
 
 
 def _backend_text(runtime):
-    """The backend, with what changes its arithmetic: torch.compile, a mixed precision."""
-    requested = runtime["requested"]
-    text = requested["backend"]
+    """The backend, with what changes its arithmetic: torch.compile, a mixed precision (`runtime`: a
+    records.Runtime)."""
+    text = runtime.requested.backend
     if text == "torch" and runtime.get("jit_compile_used") is True:
         text += " compiled"
-    precision = (runtime.get("effective") or {}).get("precision") or requested.get("precision") or "float32"
-    return text if precision == "float32" else f"{text} {precision}"
+    return text if runtime.precision == "float32" else f"{text} {runtime.precision}"
 
 
 def format_table(results):
@@ -138,7 +138,7 @@ def plot_results(results, path):
         other = (
             f"{config['size'][0]}x{config['size'][1]}" if by == "batch" else f"batch {config['batch_size']}"
         )
-        return f"{config['model']} {result['runtime']['requested']['backend']} {phase}, {other}"
+        return f"{config['model']} {Runtime.from_dict(result['runtime']).requested.backend} {phase}, {other}"
 
     batches = {r["config"]["batch_size"] for r in results}
     sizes = {tuple(r["config"]["size"]) for r in results}

@@ -183,6 +183,7 @@ class RuntimeRequested(Record):
     xla: bool | None = None
     interop_threads: int | None = None
     precision: str | None = None
+    devices: int | None = None
 
     def to_config(self):
         """The runtime.RuntimeConfig (validated there); absent fields take its defaults."""
@@ -217,6 +218,13 @@ class Runtime(Record):
 
     requested: RuntimeRequested | None = field(default=None, metadata=_nested(RuntimeRequested))
     effective: RuntimeEffective | None = field(default=None, metadata=_nested(RuntimeEffective))
+
+    @property
+    def precision(self):
+        """The precision in force: read back when the process recorded it, else asked for, else float32
+        (files from before --precision)."""
+        return ((self.effective and self.effective.precision) or (self.requested and self.requested.precision)
+                or "float32")
 
 
 @dataclass

@@ -1,10 +1,20 @@
 """One training process's work on one run folder (issue 27): what both training drivers share.
 
 `train.run_training` (Lotter's recipe, Keras fit with checkpoints) and `study_train.run_study_training`
-(a model kind's protocol, no checkpoints) each open a `RunSession`: it reads the run's manifest, records
-this process in its `sessions` (started, pid, the fields the driver gives), marks the run running, times
-the training, opens history.csv and marks the run complete at the end. `mark_stopped` records a process
-that ended early (interrupted, failed), for either driver. No framework at import.
+(a model kind's protocol, no checkpoints) each open a `RunSession`: it reads the run's manifest (typed
+for reading: `recorded`), restores a checkpoint after checking it is the one recorded, records this
+process in its `sessions` (started, pid, the fields the driver gives; an earlier process that never
+said how it ended is marked killed), marks the run running, times the training, opens history.csv,
+draws loss.png and marks the run complete at the end. `mark_stopped` records a process that ended
+early (interrupted, failed), for either driver. What the run prints while it trains: `run_progress`.
+
+Why not Keras' `BackupAndRestore` and `CSVLogger`: BackupAndRestore writes its weights in place and its
+epoch in a second file after them, so a kill during or between the two leaves a backup that is
+corrupt or names the wrong epoch, and it deletes the backup when training ends, where a run keeps
+its last checkpoint to be continued with more epochs; it also keeps no hash to refuse a file changed
+since. CSVLogger writes one row per epoch, where history.csv also holds every step's loss (the
+study compares per-step curves), and has no way to cut the rows of an epoch a resume runs again.
+No framework at import.
 """
 
 import contextlib
@@ -12,7 +22,9 @@ import os
 import time
 
 from prednet_keras import runs
-from prednet_keras.run_history import HISTORY_FIELDS, HistoryWriter
+from prednet_keras.diskwrite import file_sha256
+from prednet_keras.records import Manifest
+from prednet_keras.run_history import HISTORY_FIELDS, HistoryWriter, draw_loss
 
 __all__ = ["RunSession", "mark_stopped", "now"]
 
@@ -39,15 +51,51 @@ class RunSession:
         self.manifest = self.folder.read_manifest()
         self.record = None
 
+    @property
+    def recorded(self):
+        """The manifest as it stands, typed (`records.Manifest`) for reading; written through `manifest`."""
+        return Manifest.coerce(self.manifest)
+
+    def restore_checkpoint(self, model, state):
+        """Loads the checkpoint `state` (state.json) names into `model`, weights and optimizer state.
+
+        The file's sha256 is checked before Keras reads it and its weights after, each against what was
+        recorded when it was written; the folder is not written.
+
+        Raises:
+            runs.RunFolderError: the file or its weights are not the ones recorded.
+        """
+        from prednet_keras import starting_point
+
+        checkpoint = self.folder.path / state["checkpoint"]
+        _check_checkpoint_file(checkpoint, state)
+        # Optimizer variables must exist before load_weights can restore them.
+        model.optimizer.build(model.trainable_variables)
+        model.load_weights(checkpoint)
+        _verify_checkpoint(self.folder, self.manifest, state, starting_point.weights_checksum(model))
+
     def begin(self, **fields):
         """Records this process ({"started", "pid", **fields}) in the manifest, marks the run running,
         removes temporaries left by an earlier process and writes the manifest.
 
+        An earlier process that never recorded its end was killed (SIGKILL, a power cut); an error
+        recorded by one that failed is moved to that session (and `earlier_errors`), as it is not the
+        error of the run going on now.
+
         Returns:
             The session record (the driver may add to it; `write` records it).
         """
+        manifest = self.manifest
+        for earlier in manifest.setdefault("sessions", []):
+            if "ended" not in earlier:
+                earlier.setdefault("status", "killed")
+        if "error" in manifest:
+            failed = [s for s in manifest["sessions"] if s.get("status") == "failed"]
+            if failed:
+                failed[-1].setdefault("error", manifest["error"])
+            manifest.setdefault("earlier_errors", []).append(manifest.pop("error"))
         self.record = {"started": now(), "pid": os.getpid(), **fields}
-        self.manifest.setdefault("sessions", []).append(self.record)
+        self.manifest["sessions"].append(self.record)
         self.manifest["status"] = "running"
         self.folder.remove_temporaries()
         self.write()
@@ -71,12 +119,55 @@ class RunSession:
         (a run that cannot resume), else rows are appended."""
         return HistoryWriter(self.folder.history_path, columns=columns, fresh=fresh)
 
+    def draw_loss(self, rows=None):
+        """Draws loss.png from history rows (None: history.csv's); a failure is a warning, never the run's."""
+        rows = self.folder.read_history() if rows is None else rows
+        if rows:
+            draw_loss(rows, self.folder.loss_plot_path, title=self.folder.path.name)
+
     def complete(self, **fields):
         """Ends the session ("ended", then `fields`), marks the run complete and writes the manifest."""
         self.record["ended"] = now()
         self.record.update(fields)
         self.manifest["status"] = "complete"
         self.write()
+
+
+def _check_checkpoint_file(checkpoint, state):
+    """Fails before Keras reads a checkpoint whose bytes are not the ones written at its epoch.
+
+    Keras loads what it recognises and passes over the rest: an optimizer state of another
+    size is dropped with a warning (the run would go on from a fresh Adam), unknown groups are
+    ignored, a kernel of another shape fails with a message full of numbers. The file's own
+    hash, recorded when it was written, catches all of them. Runs from before that record are
+    checked after loading, by their weights (_verify_checkpoint).
+    """
+    expected = state.get("checkpoint_sha256")
+    if expected is not None and file_sha256(checkpoint) != expected:
+        raise runs.RunFolderError(
+            f"{checkpoint}: not the checkpoint written at epoch {state['epoch']} ({runs.STATE} records sha256 "
+            f"{expected[:12]}..., the file's differs): it was changed or replaced since, so this run cannot be "
+            "continued from it."
+        )
+
+
+def _verify_checkpoint(folder, manifest, state, actual):
+    """Fails when a loaded checkpoint's weights are not the ones recorded with it.
+
+    state.json records the checksum of each checkpoint it names; runs from
+    before that record are checked against result.weights_checksum (the final
+    weights) when the checkpoint is the final epoch's.
+    """
+    expected, where = state.get("weights_checksum"), f"{runs.STATE} weights_checksum"
+    result = Manifest.coerce(manifest).result
+    if expected is None and result and result.weights_checksum and result.epochs_completed == state["epoch"]:
+        expected, where = result.weights_checksum, f"{runs.MANIFEST} result.weights_checksum"
+    if expected is not None and expected != actual:
+        raise runs.RunFolderError(
+            f"{folder.path / state['checkpoint']} does not hold the weights recorded for it ({where} "
+            f"{expected[:12]}..., the file holds {actual[:12]}...): it was changed after it was written, so "
+            "this run cannot be continued."
+        )
 
 
 def mark_stopped(run_dir, status, error=None):

@@ -28,13 +28,14 @@ import time
 
 import keras
 
-from prednet_keras import runs, torch_compile
+from prednet_keras import torch_compile
 from prednet_keras.distribution import batch_problem
 from prednet_keras.early_stopping import ResumableEarlyStopping
 from prednet_keras.run_session import RunSession, mark_stopped, now
 from prednet_keras.runs import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.models import build_training_model
+from prednet_keras.records import Manifest
 from prednet_keras.recipe import (
     MODELS,
     TrainConfig,
@@ -43,7 +44,6 @@ from prednet_keras.recipe import (
     schedule_text,
     time_loss_weights_for,
 )
-from prednet_keras.diskwrite import file_sha256
 from prednet_keras.training_callbacks import (
     FirstCallAnnouncer,
     LastBatchLoss,
@@ -162,8 +162,9 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     started = time.perf_counter()
     print(f"Loading data ({'embedded real video' if config.data is None else config.data}) ...", flush=True)
     train_data, val_data, data_info = load_training_data(config)
-    if "data" in manifest and first_epoch > 0:
-        _check_same_data(manifest["data"], data_info)
+    recorded = run.recorded
+    if recorded.data and first_epoch > 0:
+        _check_same_data(recorded.data, data_info)
     print(f"  loaded {len(train_data):,} training and {len(val_data) if val_data is not None else 0:,} validation "
           f"frames in {time.perf_counter() - started:.1f} s", flush=True)
 
@@ -186,8 +187,8 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
         data_info["val"]["sequences"] = int(validation.N_sequences)
     monitor = "val_loss" if validation is not None else "loss"
 
-    requested = (manifest.get("runtime") or {}).get("requested") or {}
-    devices = int(requested.get("devices") or 1)
+    requested = recorded.requested.to_dict()
+    devices = int(recorded.requested.devices or 1)
     # The validation sequences there are, which may be fewer than asked for.
     uneven = batch_problem(config.batch_size, validation.N_sequences if validation is not None else 0, devices)
     if uneven:
@@ -197,16 +198,11 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     model, prednet_kwargs = build_model(config, train_data.frame_shape, jit)
     export_model = keras.Model(model.inputs, model.outputs, name="prednet_training")
 
-    initial = manifest.get("initial_weights") or {}
+    initial = recorded.initial_weights.to_dict() if recorded.initial_weights else {}
     if first_epoch > 0:
         started = time.perf_counter()
-        checkpoint = folder.path / state["checkpoint"]
-        print(f"Loading the checkpoint of epoch {first_epoch} ({checkpoint}) ...", flush=True)
-        _check_checkpoint_file(checkpoint, state)
-        # Optimizer variables must exist before load_weights can restore them.
-        model.optimizer.build(model.trainable_variables)
-        model.load_weights(checkpoint)
-        _verify_checkpoint(folder, manifest, state, starting_point.weights_checksum(model))
+        print(f"Loading the checkpoint of epoch {first_epoch} ({folder.path / state['checkpoint']}) ...", flush=True)
+        run.restore_checkpoint(model, state)
         print(f"  loaded and verified in {time.perf_counter() - started:.1f} s", flush=True)
 
     # -- from here on the run folder is written ---------------------------
@@ -285,7 +281,7 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
         augment=config.augment,
     )
     trajectory = Trajectory(folder.path / TRAJECTORY_FILE, config.epochs * config.steps_per_epoch,
-                            (manifest.get("study") or {}).get("trajectory_points") or 0)
+                            (recorded.study.trajectory_points if recorded.study else None) or 0)
     if trajectory.enabled:
         trajectory.resume(first_epoch * config.steps_per_epoch)
         trajectory.start(model, first_epoch * config.steps_per_epoch)
@@ -356,43 +352,6 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     return _finish(run, folder.read_state(), starting_point.weights_checksum(model))
 
 
-def _check_checkpoint_file(checkpoint, state):
-    """Fails before Keras reads a checkpoint whose bytes are not the ones written at its epoch.
-
-    Keras loads what it recognises and passes over the rest: an optimizer state of another
-    size is dropped with a warning (the run would go on from a fresh Adam), unknown groups are
-    ignored, a kernel of another shape fails with a message full of numbers. The file's own
-    hash, recorded when it was written, catches all of them. Runs from before that record are
-    checked after loading, by their weights (_verify_checkpoint).
-    """
-    expected = state.get("checkpoint_sha256")
-    if expected is not None and file_sha256(checkpoint) != expected:
-        raise runs.RunFolderError(
-            f"{checkpoint}: not the checkpoint written at epoch {state['epoch']} ({runs.STATE} records sha256 "
-            f"{expected[:12]}..., the file's differs): it was changed or replaced since, so this run cannot be "
-            "continued from it."
-        )
-
-
-def _verify_checkpoint(folder, manifest, state, actual):
-    """Fails when a loaded checkpoint's weights are not the ones recorded with it.
-
-    state.json records the checksum of each checkpoint it names; runs from
-    before that record are checked against result.weights_checksum (the final
-    weights) when the checkpoint is the final epoch's.
-    """
-    expected, where = state.get("weights_checksum"), f"{runs.STATE} weights_checksum"
-    result = manifest.get("result") or {}
-    if expected is None and result.get("weights_checksum") and result.get("epochs_completed") == state["epoch"]:
-        expected, where = result["weights_checksum"], f"{runs.MANIFEST} result.weights_checksum"
-    if expected is not None and expected != actual:
-        raise runs.RunFolderError(
-            f"{folder.path / state['checkpoint']} does not hold the weights recorded for it ({where} "
-            f"{expected[:12]}..., the file holds {actual[:12]}...): it was changed after it was written, so "
-            "this run cannot be continued."
-        )
-
-
 def _begin_session(run, config, runtime_record, first_epoch, resume, recorded_epochs):
     """Records this process in the manifest (the first write of a training process); returns its session."""
     manifest = run.manifest
@@ -407,10 +366,6 @@ def _begin_session(run, config, runtime_record, first_epoch, resume, recorded_ep
         value = runtime_record.get(key)
         session[key] = "same as the run's" if value is not None and _comparable(value) == _comparable(first) else value
     session["start_epoch"] = first_epoch
-    for earlier in manifest.setdefault("sessions", []):
-        if "ended" not in earlier:
-            # Killed without a chance to say so (SIGKILL, power cut).
-            earlier.setdefault("status", "killed")
     if resume:
         manifest.setdefault("resumes", []).append(
             {"command": resume.get("command"), "time": resume.get("time") or now(), "after_epoch": first_epoch}
@@ -420,17 +375,12 @@ def _begin_session(run, config, runtime_record, first_epoch, resume, recorded_ep
             manifest.setdefault("epochs_changed", []).append(
                 {"from": recorded_epochs, "to": config.epochs, "at_epoch": first_epoch}
             )
-    if "error" in manifest:
-        # The error belongs to the session that stopped on it, not to the run continuing now.
-        ended = [s for s in manifest["sessions"] if s.get("status") == "failed"]
-        if ended:
-            ended[-1].setdefault("error", manifest["error"])
-        manifest.setdefault("earlier_errors", []).append(manifest.pop("error"))
     return run.begin(**session)
 
 
 def _drop_rule(manifest, config):
-    return (manifest.get("schedule") or {}).get("lr_drop_epoch_rule") or f"dropped after epoch {config.lr_drop_epoch}"
+    rule = (Manifest.coerce(manifest).schedule or {}).get("lr_drop_epoch_rule")
+    return rule or f"dropped after epoch {config.lr_drop_epoch}"
 
 
 def _finish(run, state, weights_checksum=None):
@@ -449,9 +399,7 @@ def _finish(run, state, weights_checksum=None):
         "best_" + (state.get("monitor", "val_loss") if state else "val_loss"): state.get("best_value") if state else None,
         "final_loss": last.get("loss"),
         "final_val_loss": last.get("val_loss"),
-        "train_seconds": round(
-            sum(s.get("seconds") or 0.0 for s in manifest.get("sessions", [])), 3
-        ),
+        "train_seconds": round(sum(s.seconds or 0.0 for s in run.recorded.sessions or []), 3),
     }
     if weights_checksum:
         result["weights_checksum"] = weights_checksum
@@ -459,8 +407,7 @@ def _finish(run, state, weights_checksum=None):
         result["model_weights_checksum"] = state["model_weights_checksum"]
     manifest["result"] = dict(manifest.get("result") or {}, **result)
     run.complete(end_epoch=result["epochs_completed"])
-    if history:
-        runs.plot_history(history, folder.loss_plot_path, title=folder.path.name)
+    run.draw_loss(history)
     best = result.get("best_epoch")
     stopped = manifest["result"].get("stopped_early")
     print(
