@@ -238,8 +238,7 @@ def _say_starting(runtime_config):
 
 def _repeat(options):
     """--repeat N: N identical runs, then the determinism audit; returns the exit status."""
-    from prednet_keras import runs
-    from prednet_keras.study.report import curve_checksum
+    from prednet_keras.study.repeats import audit_repeats
 
     parent = options["output"] or _default_output(options["model"])
     folders = []
@@ -250,32 +249,16 @@ def _repeat(options):
         if code != 0:
             click.echo(f"Run {number} did not finish (exit status {code}); no audit.", err=True)
             return code
-        folders.append(runs.RunFolder(each["output"]))
-    records = []
-    for folder in folders:
-        manifest = folder.read_record()
-        records.append({
-            "run": str(folder.path),
-            "weights_checksum": manifest.result.weights_checksum if manifest.result else None,
-            "curve_checksum": curve_checksum(folder.read_history()),
-            "initial_weights_checksum": manifest.initial_weights.checksum if manifest.initial_weights else None,
-        })
-    first = records[0]
-    for record in records:
-        record["identical_to_first"] = (record["weights_checksum"] == first["weights_checksum"]
-                                        and record["curve_checksum"] == first["curve_checksum"])
-    identical = all(r["identical_to_first"] for r in records)
-    audit = {"repeats": len(records), "bit_identical": identical, "deterministic_requested": options["deterministic"],
-             "runs": records}
-    runs.atomic_write_json(os.path.join(parent, "repeat.json"), audit)
-    for record in records:
+        folders.append(each["output"])
+    audit = audit_repeats(parent, folders, options["deterministic"])
+    for record in audit["runs"]:
         click.echo(f"  {record['run']}: weights {str(record['weights_checksum'])[:12]}, "
-                   f"curve {record['curve_checksum'][:12]}" + ("" if record["identical_to_first"] else "  DIFFERS"))
-    if identical:
-        click.echo(f"Bit-identical: all {len(records)} runs ended with the same weights and loss curve "
-                   f"({os.path.join(parent, 'repeat.json')}).")
+                   f"curve {str(record['curve_checksum'])[:12]}" + ("" if record["identical_to_first"] else "  DIFFERS"))
+    if audit["bit_identical"]:
+        click.echo(f"Bit-identical: all {audit['repeats']} runs ended with the same weights and loss curve "
+                   f"({audit['path']}).")
         return 0
-    click.echo(f"Not bit-identical: the runs differ ({os.path.join(parent, 'repeat.json')}).")
+    click.echo(f"Not bit-identical: the runs differ ({audit['path']}).")
     if options["deterministic"]:
         click.echo("Error: --deterministic was asked for, and the repeats differ: a determinism defect.", err=True)
         return 1
