@@ -16,6 +16,9 @@ so the lock lasts until the command and its training process are both gone.
 Who holds it is in `<name>.owner` (pid, command, since), written by the holder
 once it has the lock and removed before it lets go; a separate file, because
 some filelock versions truncate the lock file when they try it.
+
+`FolderLock` is the same lock with its files named by the caller: the study
+folder's lock is inside the study folder (study/runner.py).
 """
 
 import json
@@ -28,7 +31,7 @@ from pathlib import Path
 from prednet_keras.diskwrite import atomic_write_json
 from prednet_keras.runs import RunFolderError
 
-__all__ = ["LOCKS", "RunFolderLocked", "RunLock"]
+__all__ = ["LOCKS", "FolderLock", "RunFolderLocked", "RunLock"]
 
 LOCKS = ".prednet-locks"
 
@@ -37,22 +40,23 @@ class RunFolderLocked(RunFolderError):
     """Another command is writing this run folder."""
 
 
-class RunLock:
-    """The lock on one run folder's name (see the module's docstring).
+class FolderLock:
+    """An exclusive lock (filelock.FileLock) with a record of its holder beside it.
 
     Args:
-        folder: the run folder (need not exist).
+        folder: the folder it guards (named in messages).
+        lock_path: the lock file.
+        owner_path: the holder's record (pid, host, command, since).
     """
 
-    def __init__(self, folder):
+    def __init__(self, folder, lock_path, owner_path):
         self.folder = Path(os.path.abspath(folder))
-        directory = self.folder.parent / LOCKS
-        self.lock_path = directory / f"{self.folder.name}.lock"
-        self.owner_path = directory / f"{self.folder.name}.owner"
+        self.lock_path = Path(lock_path)
+        self.owner_path = Path(owner_path)
         self._lock = None
 
     def __repr__(self):
-        return f"RunLock({str(self.folder)!r}, held={self.held})"
+        return f"{type(self).__name__}({str(self.folder)!r}, held={self.held})"
 
     @property
     def held(self):
@@ -103,7 +107,8 @@ class RunLock:
             return None
         return record if isinstance(record, dict) else None
 
-    def _held_elsewhere(self):
+    def holder(self):
+        """Who holds the lock, in words ("pid 42: prednet-study run ..., since ...")."""
         owner = None
         # The holder writes its record just after taking the lock.
         for _ in range(10):
@@ -118,7 +123,10 @@ class RunLock:
             who += f": {owner.get('command')}, since {owner.get('since')}"
         else:
             who = f"its holder left no record in {self.owner_path}"
-        return (f"{self.folder} is being written by another command ({who}); nothing was changed. "
+        return who
+
+    def _held_elsewhere(self):
+        return (f"{self.folder} is being written by another command ({self.holder()}); nothing was changed. "
                 "Wait for it to end, or stop it.")
 
     def __enter__(self):
@@ -127,3 +135,16 @@ class RunLock:
     def __exit__(self, *exc):
         self.release()
         return False
+
+
+class RunLock(FolderLock):
+    """The lock on one run folder's name, beside the folder (see the module's docstring).
+
+    Args:
+        folder: the run folder (need not exist).
+    """
+
+    def __init__(self, folder):
+        folder = Path(os.path.abspath(folder))
+        directory = folder.parent / LOCKS
+        super().__init__(folder, directory / f"{folder.name}.lock", directory / f"{folder.name}.owner")

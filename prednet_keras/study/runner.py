@@ -27,14 +27,13 @@ killed study leaves no orphan writing into its folder. One study process at a
 time works on a folder (a lock file).
 """
 
-import errno
 import json
 import os
 import shutil
 import time
 from pathlib import Path
 
-from prednet_keras import model_kinds, runs
+from prednet_keras import model_kinds, runlock, runs
 from prednet_keras.study import archive, starting_points
 from prednet_keras.study.local_executor import LocalExecutor
 from prednet_keras.study.one_run import PARTIAL, RUNS, run_folder
@@ -46,6 +45,7 @@ FORMAT = "prednet-keras-study"
 STUDY_RECORD = "study.json"
 SPEC_COPY = "spec.toml"
 LOCK = ".lock"
+LOCK_OWNER = ".lock.owner"
 EXECUTORS = ("local", "ray")
 
 
@@ -94,34 +94,22 @@ def plan_status(spec, study_dir, configurations=None):
 
 
 class _Lock:
-    """An exclusive lock on the study folder (flock: released when the process dies)."""
+    """The study folder's lock (runlock.FolderLock: filelock, released when its holder dies however it
+    dies; the holder's pid in LOCK_OWNER while held), inside the study folder."""
 
     def __init__(self, study_dir):
-        self.path = Path(study_dir) / LOCK
-        self.handle = None
+        self.lock = runlock.FolderLock(study_dir, Path(study_dir) / LOCK, Path(study_dir) / LOCK_OWNER)
 
     def __enter__(self):
-        import fcntl
-
-        self.handle = open(self.path, "a+", encoding="utf-8")
         try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            if error.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            self.handle.seek(0)
-            holder = self.handle.read().strip() or "?"
-            self.handle.close()
-            raise StudyFolderError(f"Another prednet-study run (pid {holder}) is working on "
-                                   f"{self.path.parent}; wait for it or stop it first.") from None
-        self.handle.seek(0)
-        self.handle.truncate()
-        self.handle.write(str(os.getpid()))
-        self.handle.flush()
+            self.lock.acquire()
+        except runlock.RunFolderLocked:
+            raise StudyFolderError(f"Another prednet-study run ({self.lock.holder()}) is working on "
+                                   f"{self.lock.folder}; wait for it or stop it first.") from None
         return self
 
     def __exit__(self, *exc):
-        self.handle.close()
+        self.lock.release()
 
 
 def _record_study(spec, study_dir, spec_path, command):
@@ -138,7 +126,7 @@ def _record_study(spec, study_dir, spec_path, command):
         _check_compatible(record["spec"], spec, study_dir)
         merged = _merge(record["spec"], spec.to_dict())
     else:
-        if Path(study_dir).is_dir() and any(p.name not in (LOCK,) for p in Path(study_dir).iterdir()):
+        if Path(study_dir).is_dir() and any(p.name not in (LOCK, LOCK_OWNER) for p in Path(study_dir).iterdir()):
             raise StudyFolderError(f"{study_dir} exists and is not a study folder (no {STUDY_RECORD}); "
                                    "choose another --output.")
         record = {"format": FORMAT, "format_version": 1, "created": now, "invocations": []}

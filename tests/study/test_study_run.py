@@ -2,6 +2,7 @@
 two "machines" merged into one report."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from prednet_keras import runlock
 from prednet_keras.cli.study import main as study_cli
 from prednet_keras.study import runner
 from prednet_keras.study.spec import SpecError, load_spec
@@ -185,16 +187,19 @@ def test_a_folder_keeps_its_protocol_and_configurations(killed_and_resumed, spec
 
 def test_a_second_study_process_is_refused(killed_and_resumed, spec_file):
     out = killed_and_resumed[0]
-    import fcntl
 
-    with open(out / runner.LOCK, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        handle.write("4242")
-        handle.flush()
+    def contents():
+        return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.name not in (runner.LOCK, runner.LOCK_OWNER))
+
+    before = contents()
+    with runlock.FolderLock(out, out / runner.LOCK, out / runner.LOCK_OWNER):
         result = subprocess.run(study_command("run", spec_file, "-o", out, "--only", "one-thread"),
                                 capture_output=True, text=True, timeout=300)
     assert result.returncode == 1
-    assert "Another prednet-study run" in result.stderr and "Traceback" not in result.stderr
+    assert "Another prednet-study run (pid {}".format(os.getpid()) in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    # The lock let go, its holder's record with it; nothing else was touched.
+    assert contents() == before and not (out / runner.LOCK_OWNER).exists()
 
 
 def test_not_a_study_folder_is_never_written_into(spec_file, tmp_path):
