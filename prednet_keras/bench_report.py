@@ -120,8 +120,9 @@ def format_table(results):
     return "\n".join(out) + "\n"
 
 
-def plot_results(results, path):
-    """Writes a PNG of frames/s against batch size and against frame size (pixels), per phase.
+def plot_results(results, path, title="prednet-bench throughput (synthetic input)"):
+    """Writes a PNG of frames/s against batch size and against frame size (pixels), one line per model,
+    backend (compiled or not), precision and phase.
 
     A panel is drawn for each swept quantity that takes more than one value; with
     no sweep, one bar chart of the phases.
@@ -138,7 +139,8 @@ def plot_results(results, path):
         other = (
             f"{config['size'][0]}x{config['size'][1]}" if by == "batch" else f"batch {config['batch_size']}"
         )
-        return f"{config['model']} {Runtime.from_dict(result['runtime']).requested.backend} {phase}, {other}"
+        # The backend with what changes its arithmetic (torch.compile, the precision): one line each.
+        return f"{config['model']} {_backend_text(Runtime.from_dict(result['runtime']))} {phase}, {other}"
 
     batches = {r["config"]["batch_size"] for r in results}
     sizes = {tuple(r["config"]["size"]) for r in results}
@@ -173,7 +175,7 @@ def plot_results(results, path):
         axes.set_xscale("log", base=2)
         axes.grid(True, alpha=0.3)
         axes.legend(fontsize=7)
-    figure.suptitle("prednet-bench throughput (synthetic input)", fontsize=10)
+    figure.suptitle(title, fontsize=10)
     figure.tight_layout()
     runs.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
 

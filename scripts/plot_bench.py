@@ -21,6 +21,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("inputs", nargs="+", help="prednet-bench --json files")
     parser.add_argument("-o", "--output", required=True, help="PNG to write")
+    parser.add_argument("--title", default="prednet-bench throughput (synthetic input)",
+                        help="the figure's title (say the machine and what was compared)")
     args = parser.parse_args()
     results = []
     for path in args.inputs:
@@ -29,7 +31,7 @@ def main():
                 results += json.load(handle)["results"]
         except (OSError, ValueError, KeyError, lzma.LZMAError) as exc:
             sys.exit(f"error: {path}: not a prednet-bench JSON file ({exc})")
-    plot_results(results, args.output)
+    plot_results(results, args.output, title=args.title)
     print(f"{args.output}: {len(results)} configurations")
 
 
