@@ -221,7 +221,8 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
     Call in a process whose runtime is configured. Returns a JSON-ready dict:
     fps, frames_per_step, steps, warmup, warmup_seconds (the first one
     includes compilation), step_ms statistics, step_seconds (every timed
-    step), memory, build_seconds, parameters, what. With `profile_dir`, after
+    step), memory, build_seconds, dtype_policy (the Keras dtype policy the
+    model was built under), parameters, what. With `profile_dir`, after
     the timed steps, PROFILED_STEPS more steps run under the backend's
     profiler (`profiling.trace`) into profile_dir/<label>-<phase> (an earlier
     trace there is replaced), and the
@@ -230,7 +231,11 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
     """
     import numpy as np
 
+    import keras
+
     rng = np.random.default_rng([config.seed, 0 if phase == "train" else 1])
+    # The policy the model is built under (its layers take it at construction): what was measured.
+    dtype_policy = keras.config.dtype_policy().name
     _reset_device_peak()
     started = time.perf_counter()
     runner = config.kind.bench_runner(config, phase, jit_compile, rng, _Kit)
@@ -272,6 +277,7 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
         "step_seconds": [round(s, 6) for s in step_seconds],
         "memory": _memory(),
         "build_seconds": round(build_seconds, 3),
+        "dtype_policy": dtype_policy,
         "parameters": runner.parameters,
         "what": runner.notes,
         # torch only: graphs torch.compile had made before the phase, after its warm-up and after its timed
@@ -317,9 +323,13 @@ def measure(config, jit_compile, progress=None, profile_dir=None):
     """
     import keras
 
+    # clear_session resets all of Keras' global state, the dtype policy runtime.configure set with it:
+    # without setting it again, a mixed_bfloat16 benchmark would build and time a float32 model.
+    policy = keras.config.dtype_policy()
     out = {}
     for phase in config.phases:
         keras.backend.clear_session()
+        keras.config.set_dtype_policy(policy)
         out[phase] = measure_phase(config, phase, jit_compile, progress, profile_dir)
         _say(progress, f"{phase}: {out[phase]['fps']:.2f} frames/s")
     return out

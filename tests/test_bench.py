@@ -88,6 +88,23 @@ def test_tiny_prednet_in_mixed_bfloat16(tmp_path):
     assert entry["runtime"]["requested"]["precision"] == "mixed_bfloat16"
     assert entry["runtime"]["effective"]["precision"] == "mixed_bfloat16"
     _check_phase(entry["train"], frames_per_step=4 * 3)
+    # What was timed: a model built under the policy (Keras' clear_session between phases resets it).
+    assert entry["train"]["dtype_policy"] == "mixed_bfloat16"
+
+
+def test_measure_keeps_the_dtype_policy_across_phases():
+    """Each phase starts from a cleared Keras session; the model must still be built in the precision asked for."""
+    import keras
+
+    config = bench.BenchConfig(stack_sizes=(3, 4), size=(8, 8), nt=2, batch_size=1, steps=1, warmup=0,
+                               mode="both").resolved()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        phases = bench_measure.measure(config, jit_compile=False)
+        assert keras.config.dtype_policy().name == "mixed_bfloat16"
+    finally:
+        keras.config.set_dtype_policy("float32")
+    assert phases["train"]["dtype_policy"] == phases["infer"]["dtype_policy"] == "mixed_bfloat16"
 
 
 def test_tiny_chainer_prednet_trains_one_window_at_batch_1():
