@@ -2,10 +2,8 @@
 
 import math
 import os
-import shutil
 import sys
 import time
-from pathlib import Path
 
 import click
 from click.core import ParameterSource
@@ -145,95 +143,24 @@ def main(ctx, **options):
 
 def _train_new(options):
     """A new run (replacing an old one with --overwrite); returns the exit status."""
-    from prednet_keras import model_kinds, runlock, runs
+    from prednet_keras import model_kinds
+    from prednet_keras.run_start import start_new_run
 
     study = not model_kinds.get(options["model"]).checkpoints
     config = _study_config(options) if study else _checked_train_config(options)
     runtime_config = _runtime_config(options, None if study else config)
-    folder = runs.RunFolder(options["output"] or _default_output(options["model"]))
-    replacement = runs.Replacement(folder)
-    if not replacement.aside.is_dir():
-        # Refused before anything is written, the lock file included.
-        folder.check_new(overwrite=options["overwrite"])
-    with runlock.RunLock(folder.path) as lock:
-        recovered = replacement.recover()
-        if recovered:
-            click.echo(f"({recovered})", err=True)
-        folder.check_new(overwrite=options["overwrite"])
-        return _train_new_locked(options, study, config, runtime_config, folder, replacement, lock)
-
-
-def _train_new_locked(options, study, config, runtime_config, folder, replacement, lock):
-    from prednet_keras import runs, worker
-
-    existed = folder.path.is_dir()
-    if folder.exists():
-        replacement.begin()
-        existed = False
-    folder.create()
-    extra = {}
+    schedule = None
     if not study:
         from prednet_keras.recipe import lr_drop_rule
 
-        extra["schedule"] = {"lr_drop_epoch_rule": lr_drop_rule(options["lr_drop_epoch"], config.epochs)}
-    folder.write_manifest(runs.new_manifest(
-        folder.path.name, config.to_dict(), runtime_config.to_dict(), ["prednet-train"] + sys.argv[1:], **extra
-    ))
-    click.echo(f"Run folder: {folder.path}", err=True)
-    if replacement.active:
-        click.echo(f"(the old run is kept as {replacement.aside} until the new one completes epoch 1)", err=True)
-
-    def settle_replacement():
-        if replacement.active and folder.has_results():
-            replacement.commit()
-            click.echo(f"Replaced the old run in {folder.path} (kept until the new run completed epoch 1).", err=True)
-
-    _say_starting(runtime_config)
-    code = worker.launch(folder.path, runtime_config, quiet=options["quiet"], pass_fds=lock.fds(),
-                         every_second=settle_replacement)
-    settle_replacement()
-    if code != 0 and not folder.has_results():
-        # A run that ended before its first epoch (no GPU, bad data, Ctrl-C)
-        # has nothing worth keeping, and must not block the corrected command.
-        how = _how_it_ended(code)
-        if replacement.active:
-            replacement.rollback()
-            click.echo(f"The new run {how} before completing an epoch; the old run in {folder.path} is unchanged.",
-                       err=True)
-        elif existed:
-            _empty(folder.path)
-            click.echo(f"(the new run {how} before completing an epoch; {folder.path} is empty again, as it was)",
-                       err=True)
-        else:
-            shutil.rmtree(folder.path, ignore_errors=True)
-            click.echo(f"(removed {folder.path}: the new run {how} before completing an epoch)", err=True)
-    elif code > 128 and code != worker.EXIT_INTERRUPTED:
-        click.echo(f"The training process was killed (signal {code - 128}); "
-                   f"continue with: prednet-train --resume --output {folder.path}", err=True)
-    return code
+        schedule = {"lr_drop_epoch_rule": lr_drop_rule(options["lr_drop_epoch"], config.epochs)}
+    return start_new_run(options["output"] or _default_output(options["model"]), config, runtime_config,
+                         ["prednet-train"] + sys.argv[1:], overwrite=options["overwrite"], quiet=options["quiet"],
+                         schedule=schedule, say=_say)
 
 
-def _how_it_ended(code):
-    from prednet_keras import worker
-
-    if code == worker.EXIT_INTERRUPTED:
-        return "was interrupted"
-    if code > 128:
-        return f"was killed (signal {code - 128})"
-    return "failed"
-
-
-def _empty(path):
-    for item in Path(path).iterdir():
-        if item.is_dir() and not item.is_symlink():
-            shutil.rmtree(item, ignore_errors=True)
-        else:
-            item.unlink(missing_ok=True)
-
-
-def _say_starting(runtime_config):
-    click.echo(f"Starting the training process ({runtime_config.backend} on {runtime_config.device}; "
-               "importing the framework takes a few seconds) ...", err=True)
+def _say(line):
+    click.echo(line, err=True)
 
 
 def _repeat(options):
@@ -395,45 +322,12 @@ def _resume(ctx, options):
     run folder's lock); the training process records the resume in the
     manifest only once it has verified the checkpoint.
     """
-    from prednet_keras import runlock, runs, worker
+    from prednet_keras.run_start import resume_run
 
     if not options["output"]:
         raise click.UsageError("--resume needs --output RUN_FOLDER (the run to continue).")
-    folder = runs.RunFolder(options["output"])
-    replacement = runs.Replacement(folder)
-    if not replacement.aside.is_dir():
-        # Refused before anything is written, the lock file included.
-        _check_resume(ctx, options, folder)
-    with runlock.RunLock(folder.path) as lock:
-        recovered = replacement.recover()
-        if recovered:
-            click.echo(f"({recovered})", err=True)
-        done, requested_runtime, record = _check_resume(ctx, options, folder)
-        before = folder.manifest_path.read_bytes()
-        click.echo(f"Run folder: {folder.path} ({runs.plural(done, 'epoch')} completed)", err=True)
-        _say_starting(requested_runtime)
-        code = worker.launch(folder.path, requested_runtime, quiet=options["quiet"], resume=record,
-                             pass_fds=lock.fds())
-    if code != 0 and folder.manifest_path.read_bytes() == before:
-        click.echo(f"(the training process stopped before it began; nothing in {folder.path} was changed)", err=True)
-    elif code == worker.EXIT_INTERRUPTED and folder.completed_epochs() == 0:
-        click.echo(f"Continue with: prednet-train --resume --output {folder.path}", err=True)
-    elif code > 128 and code != worker.EXIT_INTERRUPTED:
-        click.echo(f"The training process was killed (signal {code - 128}); "
-                   f"continue with: prednet-train --resume --output {folder.path}", err=True)
-    return code
-
-
-def _recorded_part(part, name):
-    """The dict of a manifest's record `part` (records.Record); KeyError when absent, TypeError when not an
-    object, as reading the dict raised."""
-    from prednet_keras.records import Record
-
-    if part is None:
-        raise KeyError(name)
-    if not isinstance(part, Record):
-        raise TypeError(f"{name} is a {type(part).__name__}, not an object")
-    return part.to_dict()
+    return resume_run(options["output"], lambda folder: _check_resume(ctx, options, folder), quiet=options["quiet"],
+                      say=_say)
 
 
 def _check_resume(ctx, options, folder):
@@ -442,35 +336,9 @@ def _check_resume(ctx, options, folder):
     Returns:
         (completed epochs, the run's RuntimeConfig, the resume record for the training process).
     """
-    from prednet_keras import model_kinds, runs, runtime
-    from prednet_keras.recipe import TrainConfig
-    from prednet_keras.records import Manifest
+    from prednet_keras.run_start import resumable_run
 
-    manifest, done = folder.check_resumable()
-    run_record = Manifest.coerce(manifest)
-    recorded_model = run_record.model_kind
-    recorded_kind = model_kinds.find(recorded_model) if recorded_model else None
-    if recorded_kind is not None and not recorded_kind.checkpoints:
-        raise runs.RunFolderError(
-            f"{folder.path} is a --model {recorded_model} run; its protocol keeps no checkpoints, so it cannot be "
-            "resumed: start it again (--overwrite replaces it)."
-        )
-    try:
-        recorded = TrainConfig.from_dict(_recorded_part(run_record.options, "options"))
-        requested_runtime = runtime.RuntimeConfig.from_dict(
-            _recorded_part(run_record.runtime and run_record.runtime.requested, "runtime.requested"))
-    except (KeyError, TypeError, ValueError) as error:
-        raise runs.RunFolderError(
-            f"{folder.manifest_path} does not record a prednet run's options and runtime ({error}); "
-            "it cannot be resumed."
-        ) from None
-    stopped = run_record.result.get("stopped_early") if run_record.result else None
-    if stopped:
-        raise runs.RunFolderError(
-            f"{folder.path} stopped early at epoch {stopped.get('epoch')}: {stopped.get('reason')}, best epoch "
-            f"{stopped.get('best_epoch')} (in model.keras). An early-stopped run is complete; --resume has nothing "
-            "to continue. Train further in a new run (a larger --patience, or none)."
-        )
+    manifest, done, recorded, requested_runtime = resumable_run(folder)
     given = _train_config(options)
     for name, value in _explicit(ctx, options):
         if name in RESUME_MAY_CHANGE or name in ("overwrite",):
