@@ -145,7 +145,7 @@ def plot_results(results, path, title="prednet-bench throughput (synthetic input
     batches = {r["config"]["batch_size"] for r in results}
     sizes = {tuple(r["config"]["size"]) for r in results}
     panels = [by for by, values in (("batch", batches), ("size", sizes)) if len(values) > 1] or ["none"]
-    figure = Figure(figsize=(6 * len(panels), 4.2), dpi=100)
+    figure = Figure(figsize=(6 * len(panels), 4.2 if panels != ["none"] else 5.2), dpi=100)
     for index, by in enumerate(panels):
         axes = figure.add_subplot(1, len(panels), index + 1)
         if by == "none":
@@ -153,10 +153,11 @@ def plot_results(results, path, title="prednet-bench throughput (synthetic input
             for result in results:
                 for phase in ("train", "infer"):
                     if phase in result:
-                        labels.append(f"{result['config']['model']}\n{phase}")
+                        backend = _backend_text(Runtime.from_dict(result["runtime"]))
+                        labels.append(f"{result['config']['model']} {backend} {phase}")
                         values.append(result[phase]["fps"])
             axes.bar(range(len(values)), values)
-            axes.set_xticks(range(len(values)), labels)
+            axes.set_xticks(range(len(values)), labels, fontsize=7, rotation=40, ha="right")
             axes.set_ylabel("frames / s")
             continue
         lines = {}
