@@ -1,18 +1,16 @@
 """`prednet-env`: the environment fingerprint and the effective run settings.
 
-The settings are applied in a child process (a process can be configured only
-once, before its framework starts), which reports what is in force; this command
-prints requested vs effective next to the fingerprint.
+The settings are applied in a child process (`runtime_probe`: a process can be
+configured only once, before its framework starts), which reports what is in
+force; this command prints requested vs effective next to the fingerprint.
 """
 
 import json
-import os
-import sys
-import tempfile
 
 import click
 
-from prednet_keras import _framework_import, childproc, records, runtime
+from prednet_keras import records, runtime
+from prednet_keras.runtime_probe import probe
 from prednet_keras.cli.options import runtime_config, runtime_options
 
 # The settings shown side by side, in this order.
@@ -28,62 +26,6 @@ _SETTINGS = (
     ("xla", "jit_compile"),
     ("precision", "precision"),
 )
-
-
-def probe(config, timeout=600):
-    """Configures a child process for `config` and returns its report.
-
-    Args:
-        config: a RuntimeConfig.
-        timeout: seconds to wait for the child.
-
-    Returns:
-        dict with requested, effective and fingerprint.
-
-    Raises:
-        runtime.RuntimeSetupError: the child refused the configuration (the
-            message says why) or failed.
-    """
-    with tempfile.TemporaryDirectory(prefix="prednet-env-") as scratch:
-        result_path = os.path.join(scratch, "result.json")
-        try:
-            completed = childproc.run(["-m", "prednet_keras.cli.env", "--child", result_path], config,
-                                      capture_output=True, text=True, timeout=timeout)
-        except ValueError as error:  # environment_for: a GPU index out of range
-            raise runtime.RuntimeSetupError(str(error)) from None
-        except Exception as error:
-            raise runtime.RuntimeSetupError(f"The configured child process did not finish: {error}") from None
-        if _framework_import.verbose() and completed.stderr:
-            # -v: what the child's framework printed while it started, which the report itself leaves out.
-            sys.stderr.write(completed.stderr)
-        if not os.path.exists(result_path):
-            tail = "\n".join((completed.stderr or completed.stdout or "").strip().splitlines()[-15:])
-            raise runtime.RuntimeSetupError(
-                f"The configured child process failed (exit {completed.returncode}):\n{tail}"
-            )
-        with open(result_path) as handle:
-            result = json.load(handle)
-    if not result.get("ok"):
-        raise runtime.RuntimeSetupError(result.get("error", "unknown error"))
-    return result
-
-
-def _child(result_path):
-    """Runs inside the configured child: configure from the environment, report."""
-    try:
-        config, effective = runtime.configure_from_environment()
-        result = {
-            "ok": True,
-            "requested": config.to_dict(),
-            "effective": effective,
-            "fingerprint": runtime.fingerprint(),
-        }
-    except runtime.RuntimeSetupError as error:
-        result = {"ok": False, "error": str(error)}
-    except Exception as error:  # reported, not hidden: the parent shows it
-        result = {"ok": False, "error": f"{type(error).__name__}: {error}"}
-    with open(result_path, "w") as handle:
-        json.dump(result, handle, default=str)
 
 
 def _show(value, none="default"):
@@ -163,18 +105,14 @@ def _print_report(result):
 @click.option("--strict/--no-strict", default=True, show_default=True,
               help="Unsupported settings are errors (strict) or recorded as 'not available'.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
-@click.option("--child", "child_result", default=None, hidden=True)
 def main(backend, device, threads, interop_threads, deterministic, cudnn, tf32, onednn, xla, precision,
-         strict, as_json, child_result):
+         strict, as_json):
     """Print the environment fingerprint and the settings a run would get.
 
     The settings are applied in a fresh child process exactly as a training run
     applies them, then read back from the backend; the command fails if a setting
     is unsupported (with --strict) or did not take effect.
     """
-    if child_result:
-        _child(child_result)
-        return
     config = runtime_config(dict(backend=backend, device=device, threads=threads, interop_threads=interop_threads,
                                  deterministic=deterministic, cudnn=cudnn, tf32=tf32, onednn=onednn, xla=xla,
                                  precision=precision),
@@ -194,8 +132,4 @@ def main(backend, device, threads, interop_threads, deterministic, cudnn, tf32, 
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--child":
-        # The parent's option parsing already happened; skip Click here.
-        _child(sys.argv[2])
-    else:
-        main()
+    main()
