@@ -32,26 +32,6 @@ python3 -c "from importlib.metadata import version as v; print(*(f'{n} {v(n)}' f
     > "$out/logs/versions.txt" 2>&1
 git log -1 --format='%H %s' > "$out/logs/commit.txt" 2>&1
 
-# Quality: both precisions at once (a comparison of losses, not of speed), from the same seed and batches.
-# prednet-train's JAX child does not preallocate GPU memory, so the two share the GPU.
-quality() {
-    local pids=() p train_extra code=0
-    read -r -a train_extra <<< "${PERF_TRAIN_EXTRA:-}"
-    for p in float32 mixed_bfloat16; do
-        rm -rf "$out/runs/$p"
-        python3 -m prednet_keras.cli.train --backend jax --device "$device" --precision "$p" --epochs 3 --seed 0 \
-            --quiet -o "$out/runs/$p" "${train_extra[@]}" > "$out/logs/quality-$p.log" 2>&1 &
-        pids+=($!)
-    done
-    for p in "${pids[@]}"; do wait "$p" || code=$?; done
-    for p in float32 mixed_bfloat16; do
-        mkdir -p "$out/quality-$p"
-        cp "$out/runs/$p/manifest.json" "$out/runs/$p/history.csv" "$out/quality-$p/" 2>/dev/null
-    done
-    rm -rf "$out/runs"  # checkpoints and weights: not needed back
-    return $code
-}
-export -f quality; export out device PERF_TRAIN_EXTRA
 
 bench_cap=${PERF_BENCH_CAP_S:-45} quality_cap=${PERF_QUALITY_CAP_S:-120}
 for b in 4 16; do
@@ -80,7 +60,7 @@ for name, row in status.items():
     peak = train["memory"].get("device_peak_bytes")
     print(f"{name:<18}{train['fps']:>9.0f}{train['step_ms']['median_ms']:>9.1f}/{train['step_ms']['p90_ms']:<7.1f}"
           f"{(f'{peak / 2**30:.1f} GiB' if peak else '-'):>10}{train['warmup_seconds'][0]:>9.1f}s"
-          f"  {row['status']} (precision {result['runtime']['effective'].get('precision')})")
+          f"  {row['status']} (model built in {train.get('dtype_policy', '?')})")
 configs = [json.load(open(os.path.join(out, f"{n}.json")))["results"][0]["config"] for n in fps]
 if configs:
     c = configs[0]
@@ -91,23 +71,6 @@ for b in (4, 16):
     f32, bf16 = fps.get(f"jax-float32-b{b}"), fps.get(f"jax-bf16-b{b}")
     if f32 and bf16:
         print(f"batch {b}: mixed_bfloat16 / float32 = {bf16 / f32:.2f}x")
-if "quality" in status:
-    print(f"\nquality (prednet-train, embedded video, JAX, 3 epochs, seed 0): {status['quality']['status']}")
-    losses = {}
-    for precision in ("float32", "mixed_bfloat16"):
-        path = os.path.join(out, f"quality-{precision}", "manifest.json")
-        if not os.path.exists(path):
-            print(f"  {precision}: no manifest")
-            continue
-        manifest = json.load(open(path))
-        result = manifest.get("result") or {}
-        effective = (manifest.get("runtime") or {}).get("effective") or {}
-        losses[precision] = result.get("final_val_loss")
-        print(f"  {precision:<15} recorded precision {effective.get('precision')}, final val_loss "
-              f"{result.get('final_val_loss')}, final loss {result.get('final_loss')}, best val_loss "
-              f"{result.get('best_val_loss')} (epoch {result.get('best_epoch')}), {result.get('train_seconds')} s")
-    if all(isinstance(losses.get(p), (int, float)) for p in ("float32", "mixed_bfloat16")):
-        f32, bf16 = losses["float32"], losses["mixed_bfloat16"]
-        print(f"  final val_loss mixed_bfloat16 / float32 = {bf16 / f32:.4f} ({100 * (bf16 / f32 - 1):+.1f}%)")
 EOF
+python3 "$(dirname "$0")/quality_summary.py" "$out" | tee -a "$out/summary.txt"
 echo "total $(( $(date +%s) - started ))s; results in $dest (summary.txt, status.tsv, bf16_h200.tgz)"

@@ -8,6 +8,10 @@
 #   bench NAME CAP_S MIN_S OPTIONS...  run of prednet-bench training (20 timed steps after 3 warm-up steps)
 #                                      with its JSON as NAME.json
 #   wanted NAME                        whether PERF_ONLY (names, space-separated) leaves NAME in
+#   quality                            prednet-train on the embedded video, JAX, float32 and mixed_bfloat16 at
+#                                      once from seed 0, 3 epochs (PERF_TRAIN_EXTRA appended); each run's
+#                                      manifest.json and history.csv into quality-PRECISION/ (run it with
+#                                      `run quality CAP MIN bash -c quality`; quality_summary.py prints them)
 # PERF_DEVICE (default gpu) and PERF_BENCH_EXTRA (options appended to every prednet-bench) are for a smoke test
 # elsewhere.
 set -u
@@ -56,3 +60,24 @@ bench() {
     run "$name" "$cap" "$least" python3 -m prednet_keras.cli.bench --device "$device" --mode train --steps 20 --warmup 3 \
         --quiet --overwrite --json "$out/$name.json" "$@" "${bench_extra[@]}"
 }
+
+# Quality: both precisions at once (a comparison of losses, not of speed), from the same seed and batches.
+# prednet-train's JAX child does not preallocate GPU memory, so the two share the GPU.
+quality() {
+    local pids=() p train_extra code=0
+    read -r -a train_extra <<< "${PERF_TRAIN_EXTRA:-}"
+    for p in float32 mixed_bfloat16; do
+        rm -rf "$out/runs/$p"
+        python3 -m prednet_keras.cli.train --backend jax --device "$device" --precision "$p" --epochs 3 --seed 0 \
+            --quiet -o "$out/runs/$p" "${train_extra[@]}" > "$out/logs/quality-$p.log" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || code=$?; done
+    for p in float32 mixed_bfloat16; do
+        mkdir -p "$out/quality-$p"
+        cp "$out/runs/$p/manifest.json" "$out/runs/$p/history.csv" "$out/quality-$p/" 2>/dev/null
+    done
+    rm -rf "$out/runs"  # checkpoints and weights: not needed back
+    return $code
+}
+export -f quality; export out device PERF_TRAIN_EXTRA

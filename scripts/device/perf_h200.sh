@@ -35,25 +35,6 @@ python3 -c "from importlib.metadata import version as v; print(*(f'{n} {v(n)}' f
     > "$out/logs/versions.txt" 2>&1
 
 
-# Quality: both precisions at once (a comparison of losses, not of speed), from the same seed and batches.
-quality() {
-    local pids=() p train_extra
-    read -r -a train_extra <<< "${PERF_TRAIN_EXTRA:-}"
-    for p in float32 mixed_bfloat16; do
-        rm -rf "/tmp/perf-quality/$p"
-        python3 -m prednet_keras.cli.train --backend jax --device "$device" --precision "$p" --epochs 3 --seed 0 --quiet \
-            -o "/tmp/perf-quality/$p" "${train_extra[@]}" > "$out/logs/quality-$p.log" 2>&1 &
-        pids+=($!)
-    done
-    local code=0
-    for p in "${pids[@]}"; do wait "$p" || code=$?; done
-    for p in float32 mixed_bfloat16; do
-        mkdir -p "$out/quality-$p"
-        cp "/tmp/perf-quality/$p/manifest.json" "/tmp/perf-quality/$p/history.csv" "$out/quality-$p/" 2>/dev/null
-    done
-    return $code
-}
-export -f quality; export out device PERF_TRAIN_EXTRA
 # First what takes longest and is least certain: the first torch.compile configuration, compiling on the CPU
 # while the quality check uses the GPU. Then the configurations that take half a minute each.
 bench torch-compiled-float32-b16 300 90 --backend torch --jit-compile --batch-size 16 &
@@ -87,7 +68,7 @@ for name, row in status.items():
     graph_text = f"{graphs.get('after_warmup')}/{graphs.get('after_timed_steps')}" if compiled else "-"
     print(f"{name:<27}{train['fps']:>9.0f}{train['step_ms']['median_ms']:>9.1f}/{train['step_ms']['p90_ms']:<7.1f}"
           f"{(f'{peak / 2**30:.1f} GiB' if peak else '-'):>10}{train['warmup_seconds'][0]:>9.1f}s{graph_text:>11}"
-          f"  {row['status']} (precision {result['runtime']['effective'].get('precision')})")
+          f"  {row['status']} (model built in {train.get('dtype_policy', '?')})")
 configs = [json.load(open(os.path.join(out, f"{n}.json")))["results"][0]["config"] for n in status
            if os.path.exists(os.path.join(out, f"{n}.json"))]
 if configs:
@@ -105,18 +86,6 @@ if quality and first and quality["started_at"] != "-" and os.path.exists(path):
     timed_start = int(first["started_at"]) + int(first["seconds"]) - sum(result["train"]["step_seconds"]) - 1
     print(f"torch-compiled-float32-b16 timed its steps from about {timed_start:.0f}s; the quality check ended at "
           f"{quality_end}s: " + ("no overlap." if quality_end <= timed_start else "OVERLAP, that figure is disturbed."))
-if "quality" in status:
-    print(f"\nquality (prednet-train, embedded video, JAX, 3 epochs x 125 steps, seed 0): {status['quality']['status']}")
-    for precision in ("float32", "mixed_bfloat16"):
-        path = os.path.join(out, f"quality-{precision}", "manifest.json")
-        if not os.path.exists(path):
-            print(f"  {precision}: no manifest")
-            continue
-        manifest = json.load(open(path))
-        result = manifest.get("result") or {}
-        effective = (manifest.get("runtime") or {}).get("effective") or {}
-        print(f"  {precision:<15} recorded precision {effective.get('precision')}, final val_loss "
-              f"{result.get('final_val_loss')}, final loss {result.get('final_loss')}, best val_loss "
-              f"{result.get('best_val_loss')} (epoch {result.get('best_epoch')}), {result.get('train_seconds')} s")
 EOF
+python3 "$(dirname "$0")/quality_summary.py" "$out" | tee -a "$out/summary.txt"
 echo "total $(( $(date +%s) - started ))s; results in $dest (summary.txt, status.tsv, perf_h200.tgz)"
