@@ -21,7 +21,8 @@ out=${PERF_WORK:-/tmp/${script//_/-}}
 rm -rf "$out"; mkdir -p "$out/logs" "$dest"
 pack() {
     cp "$out/status.tsv" "$dest/" 2>/dev/null; cp "$out/summary.txt" "$dest/" 2>/dev/null
-    tar czf "$dest/$script.tgz" -C "$out" .
+    # runs/ holds a quality run cut off by its time limit: its weights and checkpoints are not needed back.
+    tar czf "$dest/$script.tgz" -C "$out" --exclude=./runs .
 }
 trap pack EXIT
 budget=${PERF_BUDGET_S:-$default_budget}
