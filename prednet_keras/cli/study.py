@@ -128,11 +128,17 @@ Each run is a Ray task asking for threads CPUs (1 when unset) and, for GPU arms,
               help="With --executor ray: the fraction of a GPU each GPU run asks for (0.25: four runs per GPU).")
 @click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
               help="With --executor ray: further attempts of a run whose worker or training process was killed.")
+@click.option("--compile-cache/--no-compile-cache", default=True, show_default=True,
+              help="JAX runs share one compilation cache in the study folder: a configuration's first run compiles "
+              "while the others wait, then they load its programs. Recorded in study.json and each run's "
+              "environment. --no-compile-cache compiles in every process (on a GPU, each then picks its own "
+              "convolution algorithms). Local executor only.")
 @click.option("--dry-run", is_flag=True, help="Show what would run, and stop.")
 @click.option("-q", "--quiet", is_flag=True, help="One line per finished run, no progress bar.")
 @click.pass_context
 @fail_on_user_errors
-def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_share, retries, dry_run, quiet):
+def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_share, retries, compile_cache, dry_run,
+        quiet):
     """Run the study in SPEC (a TOML file, or a ready spec: quick, paper, retraction) into --output.
 
     Every run is a separate training process and the usual run folder. For each
@@ -190,7 +196,7 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
     try:
         outcome = run_study(spec, output, workers=workers, only=list(only), spec_path=spec_path, command=command,
                             progress=progress, executor=executor, address=address, gpu_share=gpu_share,
-                            retries=retries)
+                            retries=retries, share_compilation=compile_cache)
     except KeyboardInterrupt:
         progress.close()
         click.echo(f"\nInterrupted; finished runs are kept. Resume with: {shlex.join(command)}", err=True)

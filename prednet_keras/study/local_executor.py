@@ -3,6 +3,10 @@
 Several processes may share one GPU (JAX is started without preallocation). Each training process gets
 SIGTERM when the study process dies (childproc), and on any exception here (Ctrl-C included) the running
 ones are stopped and waited for, so a stopped study leaves nothing writing into its folder.
+
+JAX runs share the study's compilation cache (compile_cache). So that the others load what one compiled
+instead of all compiling at once, a JAX configuration runs one run alone until one of its runs has finished in
+this invocation; runs of other configurations fill the free workers meanwhile.
 """
 
 import os
@@ -10,6 +14,7 @@ import signal
 import subprocess
 import time
 
+from prednet_keras import compile_cache
 from prednet_keras.study.one_run import LOG, finish_run, prepare_run
 
 __all__ = ["LocalExecutor"]
@@ -24,14 +29,15 @@ class _Running:
         self.started = started
 
 
-def _start(spec, study_dir, run, seed_record, command, quiet_child=True):
+def _start(spec, study_dir, run, seed_record, command, share_compilation, quiet_child=True):
     from prednet_keras import worker
 
     partial = prepare_run(spec, study_dir, run, seed_record, command)
-    config = run.configuration
+    runtime_config = run.configuration.runtime_config()
+    env = compile_cache.environment(study_dir, runtime_config) if share_compilation else {}
     log = open(partial / LOG, "w", encoding="utf-8")
     # childproc: SIGTERM when the study process dies, so it leaves no orphan writing here.
-    process = worker.start(partial, config.runtime_config(), quiet=quiet_child, stdout=log,
+    process = worker.start(partial, runtime_config, quiet=quiet_child, env=env, stdout=log,
                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     return _Running(run, process, log, partial, time.perf_counter())
 
@@ -55,34 +61,58 @@ class LocalExecutor:
 
     Args:
         workers: runs at once.
+        share_compilation: JAX runs share the study's compilation cache (compile_cache); False compiles in
+            every process.
     """
 
     name = "local"
 
-    def __init__(self, workers):
+    def __init__(self, workers, share_compilation=True):
         self.workers = workers
+        self.share_compilation = share_compilation
 
     def check(self, configurations):
         """Nothing to refuse ahead: every configuration runs here or fails with its own message."""
 
     def execute(self, spec, study_dir, pending, records, command, progress, outcome, done_before):
         """Runs `pending` (see runner.run_study for the arguments); fills `outcome`."""
-        _execute(spec, study_dir, pending, records, self.workers, command, progress, outcome, done_before)
+        _execute(spec, study_dir, pending, records, self.workers, command, progress, outcome, done_before,
+                 self.share_compilation)
 
 
-def _execute(spec, study_dir, pending, records, workers, command, progress, outcome, done_before):
+def _waits_for_compilation(run, running, compiled):
+    """Whether `run` should wait: its configuration compiles for the shared cache (JAX) and one of its runs is
+    running while none has finished yet."""
+    name = run.configuration.name
+    return (name not in compiled and run.configuration.runtime_config().backend == "jax"
+            and any(item.run.configuration.name == name for item in running))
+
+
+def _next_run(queue, running, compiled, share_compilation):
+    """Takes the first run of `queue` that may start now, or returns None."""
+    for index, run in enumerate(queue):
+        if not share_compilation or not _waits_for_compilation(run, running, compiled):
+            return queue.pop(index)
+    return None
+
+
+def _execute(spec, study_dir, pending, records, workers, command, progress, outcome, done_before,
+             share_compilation=True):
     queue = list(pending)
     running = []
+    compiled = set()  # configurations with a run finished here: their programs are in the cache
     total = done_before + len(pending)
     done = done_before
     warned = False
     try:
         while queue or running:
             while queue and len(running) < workers:
-                run = queue.pop(0)
+                run = _next_run(queue, running, compiled, share_compilation)
+                if run is None:
+                    break
                 if run.configuration.name in outcome["skipped"]:
                     continue
-                running.append(_start(spec, study_dir, run, records[run.seed], command))
+                running.append(_start(spec, study_dir, run, records[run.seed], command, share_compilation))
                 if progress:
                     progress.run_started(run)
                 threads = sum(_cpu_threads(r.run.configuration) for r in running)
@@ -97,6 +127,7 @@ def _execute(spec, study_dir, pending, records, workers, command, progress, outc
                 if code is None:
                     continue
                 running.remove(item)
+                compiled.add(item.run.configuration.name)
                 result = _finish(study_dir, item, code)
                 if result.status == "done":
                     done += 1

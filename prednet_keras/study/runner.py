@@ -33,7 +33,7 @@ import shutil
 import time
 from pathlib import Path
 
-from prednet_keras import model_kinds, runlock, runs
+from prednet_keras import compile_cache, model_kinds, runlock, runs
 from prednet_keras.study import archive, starting_points
 from prednet_keras.study.local_executor import LocalExecutor
 from prednet_keras.study.one_run import PARTIAL, RUNS, run_folder
@@ -112,8 +112,9 @@ class _Lock:
         self.lock.release()
 
 
-def _record_study(spec, study_dir, spec_path, command):
-    """Checks the folder against this spec and records the invocation in study.json."""
+def _record_study(spec, study_dir, spec_path, command, cache_folder=None):
+    """Checks the folder against this spec and records the invocation in study.json (with the compilation
+    cache its JAX runs share, None for none)."""
     path = Path(study_dir) / STUDY_RECORD
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     if path.is_file():
@@ -135,7 +136,8 @@ def _record_study(spec, study_dir, spec_path, command):
             shutil.copyfile(spec_path, Path(study_dir) / SPEC_COPY)
     record["spec"] = merged
     record["invocations"].append({"time": now, "command": list(command), "spec": os.fspath(spec_path or ""),
-                                  "host": os.uname().nodename})
+                                  "host": os.uname().nodename,
+                                  "compile_cache": os.fspath(cache_folder) if cache_folder else None})
     runs.atomic_write_json(path, record)
 
 
@@ -202,14 +204,15 @@ def _remove_partials(study_dir):
     return removed
 
 
-def make_executor(name, *, workers=None, address=None, gpu_share=1.0, retries=None):
-    """The executor called `name`: "local" (a pool of `workers` processes here) or "ray".
+def make_executor(name, *, workers=None, address=None, gpu_share=1.0, retries=None, share_compilation=True):
+    """The executor called `name`: "local" (a pool of `workers` processes here, JAX runs sharing the study's
+    compilation cache unless share_compilation is False) or "ray".
 
     Both offer check(configurations) and execute(spec, study_dir, pending, records, command, progress,
     outcome, done_before), which run_study calls the same way.
     """
     if name == "local":
-        return LocalExecutor(workers)
+        return LocalExecutor(workers, share_compilation)
     if name == "ray":
         from prednet_keras.study.ray_executor import RayExecutor
 
@@ -218,7 +221,7 @@ def make_executor(name, *, workers=None, address=None, gpu_share=1.0, retries=No
 
 
 def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, command=(), progress=None,
-              backend=None, executor="local", address=None, gpu_share=1.0, retries=None):
+              backend=None, executor="local", address=None, gpu_share=1.0, retries=None, share_compilation=True):
     """Runs every pending run of `spec` into `study_dir`.
 
     Args:
@@ -244,6 +247,9 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
         gpu_share: with executor "ray": the fraction of a GPU a GPU run asks for.
         retries: with executor "ray": further attempts of a run whose worker
             died (default ray_executor.DEFAULT_RETRIES).
+        share_compilation: with executor "local": JAX runs share the study's
+            compilation cache (compile_cache.py), recorded in study.json's
+            invocation; False compiles in every process.
 
     Returns:
         dict: finished (before this call), done, failed (list of RunOutcome),
@@ -255,12 +261,14 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
     study_dir = Path(study_dir)
     configurations = spec.select(only)
     executor = make_executor(executor, workers=workers or (None if executor == "ray" else spec.workers),
-                             address=address, gpu_share=gpu_share, retries=retries)
+                             address=address, gpu_share=gpu_share, retries=retries,
+                             share_compilation=share_compilation)
     # Refused here, before anything is written: what no executor can run (Ray absent, a GPU arm no node holds).
     executor.check(configurations)
     study_dir.mkdir(parents=True, exist_ok=True)
     with _Lock(study_dir):
-        _record_study(spec, study_dir, spec_path, command)
+        shared_cache = share_compilation and executor.name == "local"
+        _record_study(spec, study_dir, spec_path, command, compile_cache.folder(study_dir) if shared_cache else None)
         removed = _remove_partials(study_dir)
         finished, pending = plan_status(spec, study_dir, configurations)
         if progress:

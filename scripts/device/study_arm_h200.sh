@@ -8,11 +8,14 @@
 # holding them and the repository).
 # 1. `prednet-study run paper --only gpu-jax-deterministic -j WORKERS`: the ready spec `paper` (the
 #    Chainer-lineage PredNet at full size by the paper's protocol: 5000 frames of 120x160, updates every 20,
-#    batch 1), its deterministic JAX GPU arm, 30 seeds, WORKERS (default 8) training processes sharing the GPU.
+#    batch 1), its deterministic JAX GPU arm, 30 seeds, WORKERS (default 8) training processes sharing the GPU
+#    and the study's JAX compilation cache (the first run compiles alone, the others load its programs).
 #    The wall time of the whole arm (initial weights, 30 runs, report) is the figure.
-# 2. The same arm for seeds 0 and 1, one process at a time (-j 1), into another folder; then each seed's
-#    history (every column but the wall-clock seconds) and final weights' sha256 are compared with the
-#    shared-GPU run's.
+# 2. The same arm for seeds 0 and 1, one process at a time (-j 1) and each compiling its own programs
+#    (--no-compile-cache), into another folder; then each seed's history (every column but the wall-clock
+#    seconds) and final weights' sha256 are compared with the shared-GPU run's.
+# STUDY_RUN_EXTRA: options appended to the first `prednet-study run` (e.g. --no-compile-cache, to measure the arm
+# without the shared cache).
 # Writes into OUT: summary.txt and study_arm.tar.xz (both study folders without model and initial-weight files, and the logs).
 set -u
 dest=${1:-${OUT:-}}
@@ -31,12 +34,12 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/logs/n
 
 t0=$(date +%s.%N)
 timeout -k 10 "$limit" python3 -m prednet_keras.cli.study run paper -o "$work/shared" --only gpu-jax-deterministic \
-    -j "$workers" --quiet > "$work/logs/shared.log" 2>&1
+    -j "$workers" --quiet ${STUDY_RUN_EXTRA:-} > "$work/logs/shared.log" 2>&1
 shared_code=$?
 t1=$(date +%s.%N)
 sed 's/^seeds = 30$/seeds = 2/' prednet_keras/study/specs/paper.toml > "$work/paper-2-seeds.toml"
 timeout -k 10 150 python3 -m prednet_keras.cli.study run "$work/paper-2-seeds.toml" -o "$work/alone" \
-    --only gpu-jax-deterministic -j 1 --quiet --no-report > "$work/logs/alone.log" 2>&1
+    --only gpu-jax-deterministic -j 1 --quiet --no-report --no-compile-cache > "$work/logs/alone.log" 2>&1
 alone_code=$?
 t2=$(date +%s.%N)
 
@@ -55,6 +58,14 @@ for r in done[:3]:
 if done:
     secs = [json.loads((r / "manifest.json").read_text()).get("result", {}).get("train_seconds") or 0 for r in done]
     print(f"  training seconds per run: min {min(secs):.1f}, median {sorted(secs)[len(secs)//2]:.1f}, max {max(secs):.1f}")
+    import csv
+    firsts = sorted(float(next(csv.DictReader(open(r / "history.csv")))["seconds"]) for r in done)
+    print(f"  first update (compilation or a cache load) seconds: min {firsts[0]:.1f}, "
+          f"median {firsts[len(firsts)//2]:.1f}, max {firsts[-1]:.1f}")
+cache = work / "shared" / ".jax-compilation-cache"
+entries = sorted(p.name.rsplit("-", 2)[0] for p in cache.glob("*-cache")) if cache.is_dir() else []
+print(f"  compilation cache: {len(entries)} programs ({', '.join(sorted(set(entries)))})" if entries
+      else "  compilation cache: none")
 print(f"alone: seeds 0 and 1, -j 1: exit {alone_code}, {t2 - t1:.0f} s wall")
 for seed in ("seed-0000-r1", "seed-0001-r1"):
     a, b = work / "shared" / "runs" / arm / seed, work / "alone" / "runs" / arm / seed

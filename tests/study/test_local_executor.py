@@ -1,0 +1,37 @@
+"""The local executor's order of starting runs when JAX runs share the study's compilation cache."""
+
+from types import SimpleNamespace
+
+from prednet_keras.study.local_executor import _next_run
+from prednet_keras.study.spec import Configuration
+
+
+def _run(name, backend, seed):
+    return SimpleNamespace(configuration=Configuration(name, {"backend": backend, "device": "cpu"}, {}), seed=seed)
+
+
+def _running(run):
+    return SimpleNamespace(run=run)
+
+
+def test_a_jax_configuration_runs_one_run_until_its_programs_are_compiled():
+    jax_0, jax_1, tf_0, tf_1 = _run("jax", "jax", 0), _run("jax", "jax", 1), _run("tf", "tensorflow", 0), _run("tf", "tensorflow", 1)
+    queue = [jax_1, tf_0, tf_1]
+    running = [_running(jax_0)]
+    # jax_0 compiles: the other JAX run waits, TensorFlow runs (no shared cache) fill the free workers.
+    assert _next_run(queue, running, compiled=set(), share_compilation=True) is tf_0
+    running.append(_running(tf_0))
+    assert _next_run(queue, running, compiled=set(), share_compilation=True) is tf_1
+    assert _next_run(queue, running, compiled=set(), share_compilation=True) is None
+    assert queue == [jax_1]
+    # Once a run of the configuration has finished, its runs start together.
+    assert _next_run(queue, running, compiled={"jax"}, share_compilation=True) is jax_1
+
+
+def test_without_the_shared_cache_runs_start_in_order():
+    jax_0, jax_1 = _run("jax", "jax", 0), _run("jax", "jax", 1)
+    queue = [jax_1]
+    assert _next_run(queue, [_running(jax_0)], compiled=set(), share_compilation=False) is jax_1
+    # Nothing running of it yet: the first run of a JAX configuration starts at once.
+    queue = [jax_0, jax_1]
+    assert _next_run(queue, [], compiled=set(), share_compilation=True) is jax_0
