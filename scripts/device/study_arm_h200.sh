@@ -14,6 +14,7 @@
 # 2. The same arm for seeds 0 and 1, one process at a time (-j 1) and each compiling its own programs
 #    (--no-compile-cache), into another folder; then each seed's history (every column but the wall-clock
 #    seconds) and final weights' sha256 are compared with the shared-GPU run's.
+# STUDY_LIMIT_S (default 420) and STUDY_ALONE_LIMIT_S (default 150) cap the two study runs.
 # STUDY_RUN_EXTRA: options appended to the first `prednet-study run` (e.g. --no-compile-cache, to measure the arm
 # without the shared cache).
 # Writes into OUT: summary.txt and study_arm.tar.xz (both study folders without model and initial-weight files, and the logs).
@@ -38,7 +39,7 @@ timeout -k 10 "$limit" python3 -m prednet_keras.cli.study run paper -o "$work/sh
 shared_code=$?
 t1=$(date +%s.%N)
 sed 's/^seeds = 30$/seeds = 2/' prednet_keras/study/specs/paper.toml > "$work/paper-2-seeds.toml"
-timeout -k 10 150 python3 -m prednet_keras.cli.study run "$work/paper-2-seeds.toml" -o "$work/alone" \
+timeout -k 10 "${STUDY_ALONE_LIMIT_S:-150}" python3 -m prednet_keras.cli.study run "$work/paper-2-seeds.toml" -o "$work/alone" \
     --only gpu-jax-deterministic -j 1 --quiet --no-report --no-compile-cache > "$work/logs/alone.log" 2>&1
 alone_code=$?
 t2=$(date +%s.%N)
