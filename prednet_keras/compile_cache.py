@@ -18,6 +18,10 @@ What sharing changes, and what it does not:
 - Setting a size limit is what makes the cache safe for processes starting at once: with one, JAX reads and
   writes entries under a file lock (filelock); without one, an entry is written in place and a process starting
   meanwhile could read half of it.
+- A damaged entry (a process killed while writing it) costs time, not results: JAX warns in the run's log
+  ("Error reading persistent compilation cache entry"), compiles, and goes on. It keeps the damaged entry, so
+  later runs compile too until the folder is deleted; the folder holds nothing else and may be deleted at any
+  time between studies.
 """
 
 import os

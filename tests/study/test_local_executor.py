@@ -35,3 +35,29 @@ def test_without_the_shared_cache_runs_start_in_order():
     # Nothing running of it yet: the first run of a JAX configuration starts at once.
     queue = [jax_0, jax_1]
     assert _next_run(queue, [], compiled=set(), share_compilation=True) is jax_0
+
+
+def test_only_jax_runs_get_the_cache_and_the_command_line_can_refuse_it(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from prednet_keras import compile_cache
+    from prednet_keras.cli.study import main as study_cli
+    from prednet_keras.runtime import RuntimeConfig
+    from prednet_keras.study import runner
+
+    jax_env = compile_cache.environment(tmp_path, RuntimeConfig(backend="jax"))
+    assert jax_env == {compile_cache.DIR_ENV: str((tmp_path / compile_cache.FOLDER).resolve()),
+                       compile_cache.MAX_SIZE_ENV: str(compile_cache.MAX_BYTES)}
+    assert compile_cache.environment(tmp_path, RuntimeConfig(backend="torch")) == {}
+    assert runner.make_executor("local", workers=2).share_compilation
+    seen = {}
+
+    def fake_run_study(spec, output, **options):
+        seen.update(options)
+        return {"finished": 0, "done": [], "failed": [], "skipped": {}, "pending": 0}
+
+    monkeypatch.setattr(runner, "run_study", fake_run_study)
+    for flag, shared in (("--compile-cache", True), ("--no-compile-cache", False)):
+        result = CliRunner().invoke(study_cli, ["run", "quick", "-o", str(tmp_path / "s"), "--no-report", flag])
+        assert result.exit_code == 0, result.output
+        assert seen["share_compilation"] is shared
