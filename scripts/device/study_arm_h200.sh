@@ -27,7 +27,8 @@ limit=${STUDY_LIMIT_S:-420}
 rm -rf "$work"; mkdir -p "$work/logs" "$dest"
 pack() {
     cp "$work/summary.txt" "$dest/" 2>/dev/null
-    tar cJf "$dest/study_arm.tar.xz" -C "$work" --exclude='*.keras' --exclude='*.h5' --exclude='checkpoints' .
+    tar cJf "$dest/study_arm.tar.xz" -C "$work" --exclude='*.keras' --exclude='*.h5' --exclude='checkpoints' \
+        --exclude='.jax-compilation-cache' --exclude='loss.png' .
 }
 trap pack EXIT
 export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
