@@ -30,7 +30,7 @@ source "$(dirname "$0")/budget_lib.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv > "$out/logs/nvidia-smi.csv" 2>&1
 python3 -c "from importlib.metadata import version as v; print(*(f'{n} {v(n)}' for n in ('jax', 'jaxlib', 'keras')))" \
     > "$out/logs/versions.txt" 2>&1
-git log -1 --format='%H %s' > "$out/logs/commit.txt" 2>&1
+tree_of_working_copy > "$out/logs/tree.txt" 2>&1
 
 
 bench_cap=${PERF_BENCH_CAP_S:-45} quality_cap=${PERF_QUALITY_CAP_S:-120}

@@ -7,6 +7,10 @@
 #                                      goes to status.tsv
 #   bench NAME CAP_S MIN_S OPTIONS...  run of prednet-bench training (20 timed steps after 3 warm-up steps)
 #                                      with its JSON as NAME.json
+#   tree_of_working_copy               prints the git tree hash of the files the command ran from (the GPU
+#                                      machine's copy carries the working tree but not always its commits:
+#                                      `git log` there can name an older commit); a commit ran unchanged when
+#                                      `git rev-parse COMMIT^{tree}` prints the same hash
 #   wanted NAME                        whether PERF_ONLY (names, space-separated) leaves NAME in
 #   quality                            prednet-train on the embedded video, JAX, float32 and mixed_bfloat16 at
 #                                      once from seed 0, 3 epochs (PERF_TRAIN_EXTRA appended); each run's
@@ -32,6 +36,13 @@ started=$(date +%s)
 status="$out/status.tsv"
 printf 'name\tstatus\tseconds\tstarted_at\n' > "$status"
 export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1
+
+tree_of_working_copy() {
+    local index
+    index=$(mktemp) && rm -f "$index"
+    GIT_INDEX_FILE=$index git add -A . && echo "working tree $(GIT_INDEX_FILE=$index git write-tree)"
+    rm -f "$index"
+}
 
 wanted() { [ -z "${PERF_ONLY:-}" ] || [[ " $PERF_ONLY " == *" $1 "* ]]; }
 
