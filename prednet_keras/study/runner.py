@@ -267,7 +267,8 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
     executor.check(configurations)
     study_dir.mkdir(parents=True, exist_ok=True)
     with _Lock(study_dir):
-        shared_cache = share_compilation and executor.name == "local"
+        shared_cache = (share_compilation and executor.name == "local"
+                        and any(config.runtime_config().backend == "jax" for config in configurations))
         _record_study(spec, study_dir, spec_path, command, compile_cache.folder(study_dir) if shared_cache else None)
         removed = _remove_partials(study_dir)
         finished, pending = plan_status(spec, study_dir, configurations)

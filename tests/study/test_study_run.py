@@ -128,6 +128,9 @@ def test_killed_study_resumes_without_redoing_or_losing_runs(killed_and_resumed)
     assert all(len(json.loads((p / "manifest.json").read_text())["sessions"]) == 1 for p in runs)
     record = json.loads((out / "study.json").read_text())
     assert len(record["invocations"]) == 2
+    # TensorFlow runs: no compilation cache is used or recorded.
+    assert [i["compile_cache"] for i in record["invocations"]] == [None, None]
+    assert not (out / ".jax-compilation-cache").exists()
 
 
 def test_running_again_does_nothing(killed_and_resumed, spec_file):
