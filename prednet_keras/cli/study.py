@@ -163,6 +163,9 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
                  if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
         if given:
             raise click.UsageError(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with --executor ray.")
+    elif ctx.get_parameter_source("compile_cache") == ParameterSource.COMMANDLINE:
+        raise click.UsageError("--compile-cache / --no-compile-cache go with the local executor (Ray's nodes keep "
+                               "no shared cache).")
     spec_path = resolve_spec_path(spec_path)
     spec = load_spec(spec_path)
     command = ["prednet-study"] + sys.argv[1:]

@@ -61,3 +61,8 @@ def test_only_jax_runs_get_the_cache_and_the_command_line_can_refuse_it(tmp_path
         result = CliRunner().invoke(study_cli, ["run", "quick", "-o", str(tmp_path / "s"), "--no-report", flag])
         assert result.exit_code == 0, result.output
         assert seen["share_compilation"] is shared
+
+    result = CliRunner().invoke(study_cli, ["run", "quick", "-o", str(tmp_path / "r"), "--executor", "ray",
+                                            "--no-compile-cache"])
+    assert result.exit_code == 2 and "go with the local executor" in result.output
+    assert not (tmp_path / "r").exists()
