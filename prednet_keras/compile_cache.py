@@ -42,10 +42,16 @@ def folder(study_dir):
     return Path(study_dir) / FOLDER
 
 
+def applies(runtime_config):
+    """Whether a training process of `runtime_config` can use the cache: JAX only (the other backends have
+    no such cache)."""
+    return runtime_config.backend == "jax"
+
+
 def environment(study_dir, runtime_config):
-    """The variables that give a training process of `runtime_config` the study's cache: {} unless its
-    backend is JAX (the others have no such cache; their manifests then say nothing of one)."""
-    if runtime_config.backend != "jax":
+    """The variables that give a training process of `runtime_config` the study's cache: {} unless it
+    applies (the other runs' manifests then say nothing of one)."""
+    if not applies(runtime_config):
         return {}
     return {DIR_ENV: os.fspath(Path(folder(study_dir)).resolve()), MAX_SIZE_ENV: str(MAX_BYTES)}
 

@@ -74,6 +74,12 @@ class LocalExecutor:
     def check(self, configurations):
         """Nothing to refuse ahead: every configuration runs here or fails with its own message."""
 
+    def shared_cache(self, study_dir, configurations):
+        """The compilation cache folder these configurations' runs will share, or None."""
+        if self.share_compilation and any(compile_cache.applies(c.runtime_config()) for c in configurations):
+            return compile_cache.folder(study_dir)
+        return None
+
     def execute(self, spec, study_dir, pending, records, command, progress, outcome, done_before):
         """Runs `pending` (see runner.run_study for the arguments); fills `outcome`."""
         _execute(spec, study_dir, pending, records, self.workers, command, progress, outcome, done_before,
@@ -84,7 +90,7 @@ def _waits_for_compilation(run, running, compiled):
     """Whether `run` should wait: its configuration compiles for the shared cache (JAX) and one of its runs is
     running while none has finished yet."""
     name = run.configuration.name
-    return (name not in compiled and run.configuration.runtime_config().backend == "jax"
+    return (name not in compiled and compile_cache.applies(run.configuration.runtime_config())
             and any(item.run.configuration.name == name for item in running))
 
 

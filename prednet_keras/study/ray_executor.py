@@ -479,6 +479,10 @@ class RayExecutor:
         if self.address:
             check_address(self.address)
 
+    def shared_cache(self, study_dir, configurations):
+        """None: Ray's nodes compile each for itself (no cache folder is shared between machines)."""
+        return None
+
     def execute(self, spec, study_dir, pending, records, command, progress, outcome, done_before):
         execute(spec, study_dir, pending, records, command, progress, outcome, done_before, address=self.address,
                 gpu_share=self.gpu_share, retries=self.retries, max_in_flight=self.max_in_flight)

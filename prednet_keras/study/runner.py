@@ -33,7 +33,7 @@ import shutil
 import time
 from pathlib import Path
 
-from prednet_keras import compile_cache, model_kinds, runlock, runs
+from prednet_keras import model_kinds, runlock, runs
 from prednet_keras.study import archive, starting_points
 from prednet_keras.study.local_executor import LocalExecutor
 from prednet_keras.study.one_run import PARTIAL, RUNS, run_folder
@@ -208,7 +208,8 @@ def make_executor(name, *, workers=None, address=None, gpu_share=1.0, retries=No
     """The executor called `name`: "local" (a pool of `workers` processes here, JAX runs sharing the study's
     compilation cache unless share_compilation is False) or "ray".
 
-    Both offer check(configurations) and execute(spec, study_dir, pending, records, command, progress,
+    Both offer check(configurations), shared_cache(study_dir, configurations) (the compilation cache folder
+    their runs share, for the record) and execute(spec, study_dir, pending, records, command, progress,
     outcome, done_before), which run_study calls the same way.
     """
     if name == "local":
@@ -267,9 +268,7 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
     executor.check(configurations)
     study_dir.mkdir(parents=True, exist_ok=True)
     with _Lock(study_dir):
-        shared_cache = (share_compilation and executor.name == "local"
-                        and any(config.runtime_config().backend == "jax" for config in configurations))
-        _record_study(spec, study_dir, spec_path, command, compile_cache.folder(study_dir) if shared_cache else None)
+        _record_study(spec, study_dir, spec_path, command, executor.shared_cache(study_dir, configurations))
         removed = _remove_partials(study_dir)
         finished, pending = plan_status(spec, study_dir, configurations)
         if progress:

@@ -66,3 +66,15 @@ def test_only_jax_runs_get_the_cache_and_the_command_line_can_refuse_it(tmp_path
                                             "--no-compile-cache"])
     assert result.exit_code == 2 and "go with the local executor" in result.output
     assert not (tmp_path / "r").exists()
+
+
+def test_each_executor_says_which_cache_its_runs_share(tmp_path):
+    from prednet_keras import compile_cache
+    from prednet_keras.study import runner
+
+    jax_arm, tf_arm = (Configuration(n, {"backend": b, "device": "cpu"}, {}) for n, b in (("j", "jax"), ("t", "tensorflow")))
+    local = runner.make_executor("local", workers=2)
+    assert local.shared_cache(tmp_path, [tf_arm, jax_arm]) == compile_cache.folder(tmp_path)
+    assert local.shared_cache(tmp_path, [tf_arm]) is None
+    assert runner.make_executor("local", workers=2, share_compilation=False).shared_cache(tmp_path, [jax_arm]) is None
+    assert runner.make_executor("ray").shared_cache(tmp_path, [jax_arm]) is None
