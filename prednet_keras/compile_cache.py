@@ -53,10 +53,5 @@ def environment(study_dir, runtime_config):
     applies (the other runs' manifests then say nothing of one)."""
     if not applies(runtime_config):
         return {}
-    return {DIR_ENV: os.fspath(Path(folder(study_dir)).resolve()), MAX_SIZE_ENV: str(MAX_BYTES)}
+    return {DIR_ENV: os.fspath(folder(study_dir).resolve()), MAX_SIZE_ENV: str(MAX_BYTES)}
 
-
-def entries(study_dir):
-    """How many compiled programs the study's cache holds (0 when it has none)."""
-    path = folder(study_dir)
-    return sum(1 for p in path.iterdir() if p.name.endswith("-cache")) if path.is_dir() else 0
