@@ -17,7 +17,8 @@
 # Writes into OUT: summary.txt (also printed at the end), status.tsv, and bf16_h200.tgz holding NAME.json
 # (prednet-bench's JSON) per configuration, quality-PRECISION/ (manifest.json and history.csv), logs/ and both text
 # files. PERF_WORK (default /tmp/bf16-h200) is where they are made.
-# PERF_ONLY="name name ...": run only these configurations (names as in status.tsv).
+# PERF_ONLY="name name ...": run only these configurations (names as in status.tsv). The profiles
+# (jax-float32-b16-profile, jax-bf16-b16-profile) run only when named there.
 # PERF_DEVICE (default gpu), PERF_BENCH_EXTRA, PERF_TRAIN_EXTRA (options appended to every prednet-bench /
 # prednet-train command): for a smoke test elsewhere, e.g. PERF_DEVICE=cpu PERF_BENCH_EXTRA="--stack-sizes 3,4,8
 # --size 16x16 --nt 3 --steps 2 --warmup 1" PERF_TRAIN_EXTRA="--stack-sizes 3,4,8 --steps-per-epoch 2
@@ -39,6 +40,14 @@ for b in 4 16; do
     bench "jax-bf16-b$b" "$bench_cap" 20 --backend jax --precision mixed_bfloat16 --batch-size "$b"
 done
 run quality "$quality_cap" 45 bash -c quality
+# Where a batch-16 step's time goes, float32 against mixed_bfloat16: prednet-bench --profile traces 5 more steps
+# after its timed ones; the summary of the busiest timelines goes into the JSON (the raw traces stay in profiles/).
+for p in float32 bf16; do
+    [[ " ${PERF_ONLY:-} " == *" jax-$p-b16-profile "* ]] || continue
+    precision=$([ $p = bf16 ] && echo mixed_bfloat16 || echo float32)
+    bench "jax-$p-b16-profile" "$bench_cap" 30 --backend jax --precision "$precision" --batch-size 16 \
+        --profile "$out/profiles/jax-$p-b16"
+done
 
 python3 - "$out" <<'EOF' | tee "$out/summary.txt"
 import csv, json, os, sys

@@ -17,6 +17,10 @@
 # STUDY_LIMIT_S (default 420) and STUDY_ALONE_LIMIT_S (default 150) cap the two study runs.
 # STUDY_RUN_EXTRA: options appended to the first `prednet-study run` (e.g. --no-compile-cache, to measure the arm
 # without the shared cache).
+# STUDY_MPS=1: run step 1 under CUDA's Multi-Process Service (a daemon of this user, pipes under the work folder;
+# the GPU's settings are not touched), so that the processes' kernels can run on the GPU at the same time instead
+# of taking turns; the daemon is stopped before step 2, which so proves that MPS changes no number. Where
+# nvidia-cuda-mps-control is missing or does not start, step 1 runs without it and summary.txt says so.
 # Writes into OUT: summary.txt and study_arm.tar.xz (both study folders without model and initial-weight files, and the logs).
 set -u
 dest=${1:-${OUT:-}}
@@ -34,10 +38,29 @@ trap pack EXIT
 export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/logs/nvidia-smi.txt" 2>&1
 
+mps="off"
+stop_mps() { [ "$mps" = on ] && echo quit | nvidia-cuda-mps-control; mps=stopped; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; }
+if [ "${STUDY_MPS:-0}" = 1 ]; then
+    export CUDA_MPS_PIPE_DIRECTORY=$work/mps/pipe CUDA_MPS_LOG_DIRECTORY=$work/mps/log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if ! command -v nvidia-cuda-mps-control > /dev/null; then
+        mps="not available: no nvidia-cuda-mps-control"; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    elif nvidia-cuda-mps-control -d; then
+        mps=on
+    else
+        mps="not available: nvidia-cuda-mps-control -d failed"; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
+    # What the GPU runs a minute in (MPS clients show as type M+C).
+    (sleep 60; nvidia-smi > "$work/logs/nvidia-smi-at-60s.txt" 2>&1) &
+fi
+trap 'stop_mps; pack' EXIT
+echo "MPS: $mps" > "$work/logs/mps.txt"
+
 t0=$(date +%s.%N)
 timeout -k 10 "$limit" python3 -m prednet_keras.cli.study run paper -o "$work/shared" --only gpu-jax-deterministic \
     -j "$workers" --quiet ${STUDY_RUN_EXTRA:-} > "$work/logs/shared.log" 2>&1
 shared_code=$?
+[ "$mps" = on ] && { echo get_server_list | nvidia-cuda-mps-control >> "$work/logs/mps.txt" 2>&1; stop_mps; }
 t1=$(date +%s.%N)
 sed 's/^seeds = 30$/seeds = 2/' prednet_keras/study/specs/paper.toml > "$work/paper-2-seeds.toml"
 timeout -k 10 "${STUDY_ALONE_LIMIT_S:-150}" python3 -m prednet_keras.cli.study run "$work/paper-2-seeds.toml" -o "$work/alone" \
@@ -45,14 +68,14 @@ timeout -k 10 "${STUDY_ALONE_LIMIT_S:-150}" python3 -m prednet_keras.cli.study r
 alone_code=$?
 t2=$(date +%s.%N)
 
-python3 - "$work" "$shared_code" "$alone_code" "$t0" "$t1" "$t2" "$workers" <<'PY' | tee "$work/summary.txt"
+python3 - "$work" "$shared_code" "$alone_code" "$t0" "$t1" "$t2" "$workers" "$(head -1 "$work/logs/mps.txt")" <<'PY' | tee "$work/summary.txt"
 import json, pathlib, sys
 work, shared_code, alone_code = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 t0, t1, t2 = map(float, sys.argv[4:7])
 arm = "gpu-jax-deterministic"
 shared = sorted((work / "shared" / "runs" / arm).glob("seed-*"))
 done = [r for r in shared if json.loads((r / "manifest.json").read_text()).get("status") == "complete"]
-print(f"shared GPU: prednet-study run paper --only {arm} -j {sys.argv[7]}: exit {shared_code}, "
+print(f"shared GPU ({sys.argv[8]}): prednet-study run paper --only {arm} -j {sys.argv[7]}: exit {shared_code}, "
       f"{t1 - t0:.0f} s wall, {len(done)} of 30 runs complete")
 for r in done[:3]:
     m = json.loads((r / "manifest.json").read_text())
