@@ -5,7 +5,8 @@ SIGTERM when the study process dies (childproc), and on any exception here (Ctrl
 ones are stopped and waited for, so a stopped study leaves nothing writing into its folder.
 
 JAX runs share the study's compilation cache (compile_cache). So that the others load what one compiled
-instead of all compiling at once, a JAX configuration runs one run alone until one of its runs has finished in
+instead of all compiling at once, a JAX configuration runs one run alone until that run has recorded its first
+update in history.csv (its training step is then compiled and in the cache) or one of its runs has finished in
 this invocation; runs of other configurations fill the free workers meanwhile.
 """
 
@@ -14,7 +15,7 @@ import signal
 import subprocess
 import time
 
-from prednet_keras import compile_cache
+from prednet_keras import compile_cache, runs
 from prednet_keras.study.one_run import LOG, finish_run, prepare_run
 
 __all__ = ["LocalExecutor"]
@@ -86,9 +87,18 @@ class LocalExecutor:
                  self.share_compilation)
 
 
+def _has_trained(folder):
+    """Whether the run writing into `folder` has recorded an update: history.csv holds a row past its header."""
+    try:
+        with open(runs.RunFolder(folder).history_path, encoding="utf-8") as handle:
+            return len(handle.readlines(1 << 16)) > 1
+    except OSError:
+        return False
+
+
 def _waits_for_compilation(run, running, compiled):
     """Whether `run` should wait: its configuration compiles for the shared cache (JAX) and one of its runs is
-    running while none has finished yet."""
+    running while none has recorded an update or finished yet."""
     name = run.configuration.name
     return (name not in compiled and compile_cache.applies(run.configuration.runtime_config())
             and any(item.run.configuration.name == name for item in running))
@@ -106,7 +116,7 @@ def _execute(spec, study_dir, pending, records, workers, command, progress, outc
              share_compilation=True):
     queue = list(pending)
     running = []
-    compiled = set()  # configurations with a run finished here: their programs are in the cache
+    compiled = set()  # configurations with a run that trained here: their training programs are in the cache
     total = done_before + len(pending)
     done = done_before
     warned = False
@@ -128,6 +138,9 @@ def _execute(spec, study_dir, pending, records, workers, command, progress, outc
                         progress.message(f"warning: {len(running)} runs at once ask for {threads} CPU threads on "
                                          f"{os.cpu_count()} cores; CPU timings will be slower than alone.")
             time.sleep(0.2)
+            if share_compilation and queue:
+                compiled.update(item.run.configuration.name for item in running
+                                if item.run.configuration.name not in compiled and _has_trained(item.folder))
             for item in list(running):
                 code = item.process.poll()
                 if code is None:

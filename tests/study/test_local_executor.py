@@ -78,3 +78,45 @@ def test_each_executor_says_which_cache_its_runs_share(tmp_path):
     assert local.shared_cache(tmp_path, [tf_arm]) is None
     assert runner.make_executor("local", workers=2, share_compilation=False).shared_cache(tmp_path, [jax_arm]) is None
     assert runner.make_executor("ray").shared_cache(tmp_path, [jax_arm]) is None
+
+
+def test_waiting_runs_start_once_the_first_run_has_recorded_an_update(tmp_path, monkeypatch):
+    """The executor's loop: jax_1 waits while jax_0 compiles, and starts as soon as jax_0's history.csv holds
+    an update (its training program is then in the cache), before jax_0 finishes."""
+    from prednet_keras.study import local_executor
+
+    events = []
+
+    class FakeProcess:
+        def __init__(self, name, folder):
+            self.name, self.folder, self.polls = name, folder, 0
+
+        def poll(self):
+            self.polls += 1
+            if self.name == "jax-0" and self.polls == 3:
+                (self.folder / "history.csv").write_text("update,loss\n1,0.5\n")
+                events.append("jax-0 recorded an update")
+            return 0 if self.polls >= 6 else None
+
+    def fake_start(spec, study_dir, run, seed_record, command, share_compilation):
+        name = f"{run.configuration.name}-{run.seed}"
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "history.csv").write_text("update,loss\n")
+        events.append(f"{name} started")
+        return SimpleNamespace(run=run, process=FakeProcess(name, folder), folder=folder)
+
+    def fake_finish(study_dir, item, code):
+        events.append(f"{item.process.name} finished")
+        return SimpleNamespace(status="done")
+
+    monkeypatch.setattr(local_executor, "_start", fake_start)
+    monkeypatch.setattr(local_executor, "_finish", fake_finish)
+    monkeypatch.setattr(local_executor.time, "sleep", lambda seconds: None)
+    outcome = {"done": [], "failed": [], "skipped": {}}
+    pending = [_run("jax", "jax", 0), _run("jax", "jax", 1)]
+    local_executor._execute(None, tmp_path, pending, {0: None, 1: None}, 2, [], None, outcome, 0)
+    assert events == ["jax-0 started", "jax-0 recorded an update", "jax-1 started", "jax-0 finished",
+                      "jax-1 finished"]
+    assert outcome["pending"] == 0 and len(outcome["done"]) == 2
+    assert not local_executor._has_trained(tmp_path / "nowhere")
