@@ -6,15 +6,17 @@
 #
 # Run from the repository root after the set-up of ../shared/gpu/README.md (the wheels installed, PYTHONPATH
 # holding them and the repository).
-# 1. `prednet-study run paper --only gpu-jax-deterministic -j WORKERS`: the ready spec `paper` (the
+# 1. `prednet-study run paper --only ARM -j WORKERS`: the ready spec `paper` (the
 #    Chainer-lineage PredNet at full size by the paper's protocol: 5000 frames of 120x160, updates every 20,
-#    batch 1), its deterministic JAX GPU arm, 30 seeds, WORKERS (default 8) training processes sharing the GPU
+#    batch 1), one arm (STUDY_ARM, default gpu-jax-deterministic; gpu-jax is the same without deterministic GPU
+#    ops), 30 seeds, WORKERS (default 8) training processes sharing the GPU
 #    and the study's JAX compilation cache (the first run compiles alone, the others load its programs).
 #    The wall time of the whole arm (initial weights, 30 runs, report) is the figure.
 # 2. The same arm for seeds 0 and 1, one process at a time (-j 1) and each compiling its own programs
 #    (--no-compile-cache), into another folder; then each seed's history (every column but the wall-clock
 #    seconds) and final weights' sha256 are compared with the shared-GPU run's.
-# STUDY_LIMIT_S (default 420) and STUDY_ALONE_LIMIT_S (default 150) cap the two study runs.
+# STUDY_LIMIT_S (default 420) and STUDY_ALONE_LIMIT_S (default 150) cap the two study runs; STUDY_ALONE_LIMIT_S=0
+# leaves step 2 out (for the nondeterministic arm the comparison proves nothing: its runs differ by nature).
 # STUDY_RUN_EXTRA: options appended to the first `prednet-study run` (e.g. --no-compile-cache, to measure the arm
 # without the shared cache).
 # STUDY_MPS=1: run step 1 under CUDA's Multi-Process Service (a daemon of this user, pipes under the work folder;
@@ -27,6 +29,8 @@ dest=${1:-${OUT:-}}
 [ -n "$dest" ] || { echo "usage: bash scripts/device/study_arm_h200.sh OUT" >&2; exit 2; }
 work=${STUDY_WORK:-/tmp/study-arm}
 workers=${STUDY_WORKERS:-8}
+arm=${STUDY_ARM:-gpu-jax-deterministic}
+alone_limit=${STUDY_ALONE_LIMIT_S:-150}
 limit=${STUDY_LIMIT_S:-420}
 rm -rf "$work"; mkdir -p "$work/logs" "$dest"
 pack() {
@@ -37,6 +41,7 @@ pack() {
 trap pack EXIT
 export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/logs/nvidia-smi.txt" 2>&1
+(nproc; free -g) > "$work/logs/host.txt" 2>&1
 
 mps="off"
 stop_mps() { [ "$mps" = on ] && echo quit | nvidia-cuda-mps-control; mps=stopped; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; }
@@ -57,22 +62,26 @@ trap 'stop_mps; pack' EXIT
 echo "MPS: $mps" > "$work/logs/mps.txt"
 
 t0=$(date +%s.%N)
-timeout -k 10 "$limit" python3 -m prednet_keras.cli.study run paper -o "$work/shared" --only gpu-jax-deterministic \
+timeout -k 10 "$limit" python3 -m prednet_keras.cli.study run paper -o "$work/shared" --only "$arm" \
     -j "$workers" --quiet ${STUDY_RUN_EXTRA:-} > "$work/logs/shared.log" 2>&1
 shared_code=$?
 [ "$mps" = on ] && { echo get_server_list | nvidia-cuda-mps-control >> "$work/logs/mps.txt" 2>&1; stop_mps; }
 t1=$(date +%s.%N)
 sed 's/^seeds = 30$/seeds = 2/' prednet_keras/study/specs/paper.toml > "$work/paper-2-seeds.toml"
-timeout -k 10 "${STUDY_ALONE_LIMIT_S:-150}" python3 -m prednet_keras.cli.study run "$work/paper-2-seeds.toml" -o "$work/alone" \
-    --only gpu-jax-deterministic -j 1 --quiet --no-report --no-compile-cache > "$work/logs/alone.log" 2>&1
-alone_code=$?
+if (( alone_limit > 0 )); then
+    timeout -k 10 "$alone_limit" python3 -m prednet_keras.cli.study run "$work/paper-2-seeds.toml" -o "$work/alone" \
+        --only "$arm" -j 1 --quiet --no-report --no-compile-cache > "$work/logs/alone.log" 2>&1
+    alone_code=$?
+else
+    alone_code="not run"
+fi
 t2=$(date +%s.%N)
 
-python3 - "$work" "$shared_code" "$alone_code" "$t0" "$t1" "$t2" "$workers" "$(head -1 "$work/logs/mps.txt")" <<'PY' | tee "$work/summary.txt"
+python3 - "$work" "$shared_code" "$alone_code" "$t0" "$t1" "$t2" "$workers" "$(head -1 "$work/logs/mps.txt")" "$arm" <<'PY' | tee "$work/summary.txt"
 import json, pathlib, sys
 work, shared_code, alone_code = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 t0, t1, t2 = map(float, sys.argv[4:7])
-arm = "gpu-jax-deterministic"
+arm = sys.argv[9]
 shared = sorted((work / "shared" / "runs" / arm).glob("seed-*"))
 done = [r for r in shared if json.loads((r / "manifest.json").read_text()).get("status") == "complete"]
 print(f"shared GPU ({sys.argv[8]}): prednet-study run paper --only {arm} -j {sys.argv[7]}: exit {shared_code}, "
@@ -87,12 +96,19 @@ if done:
     firsts = sorted(float(next(csv.DictReader(open(r / "history.csv")))["seconds"]) for r in done)
     print(f"  first update (compilation or a cache load) seconds: min {firsts[0]:.1f}, "
           f"median {firsts[len(firsts)//2]:.1f}, max {firsts[-1]:.1f}")
+    from datetime import datetime
+    stamp = lambda text: datetime.strptime(text, "%Y-%m-%dT%H:%M:%S%z").timestamp()  # noqa: E731
+    sessions = sorted((stamp(s["started"]), stamp(s["ended"])) for r in done
+                      for s in json.loads((r / "manifest.json").read_text())["sessions"][:1])
+    print(f"  timeline from the command's start (s, whole seconds): first run's training process started "
+          f"{sessions[0][0] - t0:.0f}, second's {sessions[1][0] - t0:.0f}, last run ended "
+          f"{max(e for _, e in sessions) - t0:.0f}" if len(sessions) > 1 else "")
 cache = work / "shared" / ".jax-compilation-cache"
 entries = sorted(p.name.rsplit("-", 2)[0] for p in cache.glob("*-cache")) if cache.is_dir() else []
 print(f"  compilation cache: {len(entries)} programs ({', '.join(sorted(set(entries)))})" if entries
       else "  compilation cache: none")
 print(f"alone: seeds 0 and 1, -j 1: exit {alone_code}, {t2 - t1:.0f} s wall")
-for seed in ("seed-0000-r1", "seed-0001-r1"):
+for seed in ("seed-0000-r1", "seed-0001-r1") if alone_code != "not run" else ():
     a, b = work / "shared" / "runs" / arm / seed, work / "alone" / "runs" / arm / seed
     if not (a / "history.csv").exists() or not (b / "history.csv").exists():
         print(f"  {seed}: missing in one of the two folders")

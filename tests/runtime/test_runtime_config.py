@@ -241,3 +241,11 @@ print(json.dumps({{"loaded": loaded, "keys": sorted(fp)}}))
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["loaded"] == []
     assert {"os", "cpu", "gpu", "python", "packages", "blas", "environment"} <= set(result["keys"])
+
+
+def test_a_run_records_whether_it_shared_the_gpu_through_mps():
+    from prednet_keras.runtime_environment import relevant_environment
+
+    recorded = relevant_environment({"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps/pipe", "HOME": "/root",
+                                     "XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+    assert recorded == {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps/pipe", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
