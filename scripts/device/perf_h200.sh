@@ -22,7 +22,8 @@
 # (prednet-bench's JSON) per configuration, quality-PRECISION/ (manifest.json and history.csv of each quality
 # run), logs/ and both text files (three files: the GPU machine sends back at most eight). PERF_WORK (default
 # /tmp/perf-h200) is where they are made.
-# PERF_ONLY="name name ...": run only these configurations (names as in status.tsv).
+# PERF_ONLY="name name ...": run only these configurations (names as in status.tsv). The CUDA-graph ones
+# (torch-compiled-cudagraphs-b16, -b4) run only when named there.
 # PERF_DEVICE (default gpu), PERF_BENCH_EXTRA, PERF_TRAIN_EXTRA (options appended to every prednet-bench /
 # prednet-train command): for a smoke test elsewhere, e.g. PERF_DEVICE=cpu PERF_BENCH_EXTRA="--stack-sizes 3,4,8
 # --size 16x16 --nt 3 --steps 2 --warmup 1".
@@ -46,6 +47,13 @@ for b in 4 16; do bench "torch-eager-b$b" 120 30 --backend torch --batch-size "$
 bench torch-compiled-bf16-b16 300 90 --backend torch --jit-compile --precision mixed_bfloat16 --batch-size 16
 bench torch-compiled-float32-b4 300 90 --backend torch --jit-compile --batch-size 4
 bench torch-compiled-bf16-b4 300 90 --backend torch --jit-compile --precision mixed_bfloat16 --batch-size 4
+# CUDA graphs for the compiled step, only when named in PERF_ONLY: PyTorch's switch for Inductor's cudagraphs
+# (what torch.compile's mode "reduce-overhead" sets), which Keras' jit_compile=True does not expose. The run's
+# record lists the variable (runtime_environment.RECORDED_ENVIRONMENT).
+for b in 16 4; do
+    [[ " ${PERF_ONLY:-} " == *" torch-compiled-cudagraphs-b$b "* ]] || continue
+    TORCHINDUCTOR_CUDAGRAPHS=1 bench "torch-compiled-cudagraphs-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
+done
 
 python3 - "$out" <<'EOF' | tee "$out/summary.txt"
 import csv, json, os, sys
