@@ -201,6 +201,30 @@ def test_prednet_train_parent_never_imports_a_framework(tmp_path, monkeypatch):
     assert "FRAMEWORKS []" in result.stdout, result.stdout + result.stderr
 
 
+def test_prednet_study_parent_never_imports_a_framework(tmp_path):
+    """The study process plans, makes the seeds' starting points in a child and starts the training processes:
+    it needs no framework of its own (the starting points' backend is found without importing Keras)."""
+    probe = (
+        "import sys\n"
+        "from prednet_keras.study import local_executor, starting_points\n"
+        "def ensure(spec, study_dir, seeds, backend):\n"
+        "    print('BACKEND', backend)\n"
+        "    return {seed: {} for seed in seeds}\n"
+        "def execute(self, *args):\n"
+        f"    print('FRAMEWORKS', [m for m in {FRAMEWORKS!r} if m in sys.modules])\n"
+        "starting_points.ensure_starting_points = ensure\n"
+        "local_executor.LocalExecutor.execute = execute\n"
+        "from prednet_keras.cli.study import main\n"
+        "main(['run', 'quick', '-o', 'study', '--no-report', '-q'])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=user_environment(),
+                            capture_output=True, text=True, timeout=120)
+    assert "FRAMEWORKS []" in result.stdout, result.stdout + result.stderr
+    from prednet_keras import _backend_choice
+
+    assert f"BACKEND {_backend_choice.default_backend()}" in result.stdout
+
+
 # Slow: starts TensorFlow in two fresh processes.
 @pytest.mark.slow
 def test_verbose_shows_the_framework_start_up_that_is_otherwise_hidden(tmp_path):

@@ -33,7 +33,7 @@ import shutil
 import time
 from pathlib import Path
 
-from prednet_keras import model_kinds, runlock, runs
+from prednet_keras import _backend_choice, model_kinds, runlock, runs
 from prednet_keras.study import archive, starting_points
 from prednet_keras.study.local_executor import LocalExecutor
 from prednet_keras.study.one_run import PARTIAL, RUNS, run_folder
@@ -240,7 +240,8 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
         progress: a reporter with start(total, done), run_started(run),
             run_finished(outcome, done, total), message(text); None: silent.
         backend: backend of the process making the starting points
-            (default: Keras' current backend).
+            (default: the one a command would use, found without importing
+            Keras: the numbers do not depend on it).
         executor: "local" (a pool of processes on this machine) or "ray"
             (one Ray task per run; ray_executor.py).
         address: with executor "ray": the cluster's address (None: a private
@@ -257,8 +258,6 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
         skipped (configurations skipped after a failure), pending; with
         executor "ray" also unplaceable ({configuration: why no node can run it}).
     """
-    import keras
-
     study_dir = Path(study_dir)
     configurations = spec.select(only)
     executor = make_executor(executor, workers=workers or (None if executor == "ray" else spec.workers),
@@ -282,7 +281,7 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
         seeds = sorted({run.seed for run in pending})
         if progress:
             progress.message(f"Starting points for {len(seeds)} seed{'s' if len(seeds) != 1 else ''} ...")
-        records = starting_points.ensure_starting_points(spec, study_dir, seeds, backend or keras.backend.backend())
+        records = starting_points.ensure_starting_points(spec, study_dir, seeds, backend or _backend_choice.default_backend())
         for config in configurations:
             (study_dir / RUNS / config.name).mkdir(parents=True, exist_ok=True)
         executor.execute(spec, study_dir, pending, records, command, progress, outcome, len(finished))
