@@ -183,46 +183,55 @@ def test_every_serializable_is_registered_whoever_imports_keras(first):
     assert len(registered) == 14
 
 
-def test_prednet_train_parent_never_imports_a_framework(tmp_path, monkeypatch):
+# Printed by a probe at the moment a command hands over to its children: the frameworks imported so far.
+SHOW_FRAMEWORKS = f"print('FRAMEWORKS', [m for m in {FRAMEWORKS!r} if m in sys.modules])"
+
+
+def run_probe(probe, cwd):
+    """`probe` (Python code) in a fresh interpreter as a user runs it; asserts it imported no framework before
+    it printed SHOW_FRAMEWORKS, and returns its stdout."""
+    result = subprocess.run([sys.executable, "-c", probe], cwd=cwd, env=user_environment(),
+                            capture_output=True, text=True, timeout=120)
+    assert "FRAMEWORKS []" in result.stdout, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_prednet_train_parent_never_imports_a_framework(tmp_path):
     """The parent validates the options and writes the run folder without Keras: the framework starts once,
     in the training process (TensorFlow's start-up used to run, and print, twice)."""
-    probe = (
+    run_probe(
         "import sys\n"
         "from prednet_keras import worker\n"
         "def launch(*args, **kwargs):\n"
-        f"    print('FRAMEWORKS', [m for m in {FRAMEWORKS!r} if m in sys.modules])\n"
+        f"    {SHOW_FRAMEWORKS}\n"
         "    return 0\n"
         "worker.launch = launch\n"
         "from prednet_keras.cli.train import main\n"
-        "main(['--size', '32x32', '--stack-sizes', '3,4', '--epochs', '1', '-o', 'run'])\n"
+        "main(['--size', '32x32', '--stack-sizes', '3,4', '--epochs', '1', '-o', 'run'])\n",
+        tmp_path,
     )
-    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=user_environment(),
-                            capture_output=True, text=True, timeout=120)
-    assert "FRAMEWORKS []" in result.stdout, result.stdout + result.stderr
 
 
 def test_prednet_study_parent_never_imports_a_framework(tmp_path):
     """The study process plans, makes the seeds' starting points in a child and starts the training processes:
     it needs no framework of its own (the starting points' backend is found without importing Keras)."""
-    probe = (
+    output = run_probe(
         "import sys\n"
         "from prednet_keras.study import local_executor, starting_points\n"
         "def ensure(spec, study_dir, seeds, backend):\n"
         "    print('BACKEND', backend)\n"
         "    return {seed: {} for seed in seeds}\n"
         "def execute(self, *args):\n"
-        f"    print('FRAMEWORKS', [m for m in {FRAMEWORKS!r} if m in sys.modules])\n"
+        f"    {SHOW_FRAMEWORKS}\n"
         "starting_points.ensure_starting_points = ensure\n"
         "local_executor.LocalExecutor.execute = execute\n"
         "from prednet_keras.cli.study import main\n"
-        "main(['run', 'quick', '-o', 'study', '--no-report', '-q'])\n"
+        "main(['run', 'quick', '-o', 'study', '--no-report', '-q'])\n",
+        tmp_path,
     )
-    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=user_environment(),
-                            capture_output=True, text=True, timeout=120)
-    assert "FRAMEWORKS []" in result.stdout, result.stdout + result.stderr
     from prednet_keras import _backend_choice
 
-    assert f"BACKEND {_backend_choice.default_backend()}" in result.stdout
+    assert f"BACKEND {_backend_choice.default_backend()}" in output
 
 
 # Slow: starts TensorFlow in two fresh processes.
