@@ -88,9 +88,12 @@ def test_model_saved_on_another_backend_loads_here(shared, backend):
 
 @pytest.mark.skipif(len(BACKENDS) < 2, reason="needs two backends")
 def test_one_training_step_agrees_across_backends(shared):
+    import concurrent.futures
+
     folder = shared["folder"]
-    for backend in BACKENDS:
-        run_on(backend, "train", folder)
+    # One process per backend, each writing its own file: side by side.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda backend: run_on(backend, "train", folder), BACKENDS))
     results = {b: np.load(folder / f"trained_{b}.npz") for b in BACKENDS}
     first = results[BACKENDS[0]]
     start = np.load(folder / "weights.npz")

@@ -1,7 +1,6 @@
 """Weight trajectories of Lotter PredNet runs (for the study's divergence): recorded, and kept across --resume."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -40,9 +39,16 @@ def train_in(folder, runtime, env=None):
 
 
 def test_trajectory_recorded_and_resumed_identically(tmp_path, tiny_npz):
-    whole = tmp_path / "whole"
+    import concurrent.futures
+
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
     runtime = make_run(whole, tiny_npz, points=4)
-    result = train_in(whole, runtime)
+    make_run(broken, tiny_npz, points=4)
+    # The whole run and the run killed after the first step of epoch 2 are independent: side by side.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        finished = pool.submit(train_in, whole, runtime)
+        killed = pool.submit(train_in, broken, runtime, env={"PREDNET_TEST_KILL_AT": "2:1"})
+        result, killed = finished.result(), killed.result()
     assert result.returncode == 0, result.stdout + result.stderr
     manifest = json.loads((whole / "manifest.json").read_text())
     assert manifest["trajectory"]["points"] == 5
@@ -53,9 +59,6 @@ def test_trajectory_recorded_and_resumed_identically(tmp_path, tiny_npz):
     assert not np.array_equal(values[0], values[-1])  # training moved the weights
 
     # Killed after the first step of epoch 2, then resumed: the same snapshots, bit for bit.
-    broken = tmp_path / "broken"
-    make_run(broken, tiny_npz, points=4)
-    killed = train_in(broken, runtime, env={"PREDNET_TEST_KILL_AT": "2:1"})
     assert killed.returncode != 0
     resumed = train(["--resume", "-o", broken, "--quiet"])
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
