@@ -2,8 +2,9 @@
 
     sleep        says "ready", then sleeps a minute (killed or ended by its parent)
     parent MODE  starts `sleep` through childproc, prints its pid, then: "sleep"
-                 (a parent to kill -9) or "wait" (waits, passing signals on, and
-                 prints the child's exit status)
+                 (a parent to kill -9) or "wait" (waits, passing signals on; says
+                 "forwarding" once its handlers are in place, and at the end prints
+                 the child's exit status)
     interrupted  says "ready"; on Ctrl-C says so and exits 130
 """
 
@@ -32,7 +33,14 @@ def main(argv):
         child = childproc.start(["-m", "tests.train.children", argv[2] if len(argv) > 2 else "sleep"])
         print(f"child {child.pid}", flush=True)
         if argv[1] == "wait":
-            print(f"status {child.wait_forwarding()}", flush=True)
+            announced = []
+
+            def forwarding():  # called from inside wait_forwarding, so its signal handlers are in place
+                if not announced:
+                    announced.append(True)
+                    print("forwarding", flush=True)
+
+            print(f"status {child.wait_forwarding(every=forwarding, interval=0.05)}", flush=True)
             return 0
         signal.pause()
     return 2
