@@ -1,0 +1,147 @@
+"""Times the most used PyTorch port of PredNet (github.com/leido/pytorch-prednet) training on this CPU.
+
+Issue 25 asks for our CPU figures side by side with the port's. The port is not a dependency and none of
+its code is in this repository: pass a checkout of it (`--port-dir`); its files' sha256 go into the JSON so
+that the measured code is named exactly. The port's training step is the one in its `kitti_train.py`:
+`PredNet(R, A, output_mode="error")`, the errors weighted over time (first frame 0, the rest 1/(nt-1)) and
+over layers (1, 0, 0, 0), their mean, Adam at lr 0.001, zero_grad, backward, step.
+
+The port calls `.cuda()` on its state and casts frames to `torch.cuda.FloatTensor`; to run it unchanged on
+a CPU, this script makes `Tensor.cuda` return the tensor itself and `torch.cuda.FloatTensor` name the CPU
+type, before the port is imported. Its model differs from Lotter's in ways that change the arithmetic, not
+the shape of the work: its ConvLSTM has convolutional peepholes (a third 3x3 convolution per layer and time
+step), and sigmoid, not hard sigmoid, gates.
+
+    python scripts/port_bench.py --port-dir /tmp/port --threads 2 --batch-size 4 --steps 3 --warmup 1 \
+        --json port.json
+
+frames/s = batch * nt * steps / (sum of the timed steps' seconds), as prednet-bench counts it.
+"""
+import argparse
+import hashlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+PORT_FILES = ("prednet.py", "convlstmcell.py", "debug.py")
+REPOSITORY = "https://github.com/leido/pytorch-prednet"
+
+
+def parse_arguments(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port-dir", required=True, help="a checkout of leido/pytorch-prednet")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--size", default="128x160", help="HxW of the frames")
+    parser.add_argument("--nt", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", required=True, help="where the result goes (must not exist)")
+    return parser.parse_args(argv)
+
+
+def port_files(port_dir):
+    """sha256 of each file of the port that the model is made of; a missing one is an error."""
+    digests = {}
+    for name in PORT_FILES:
+        path = os.path.join(port_dir, name)
+        if not os.path.isfile(path):
+            sys.exit(f"port_bench: {path}: not found; --port-dir must be a checkout of {REPOSITORY}")
+        with open(path, "rb") as handle:
+            digests[name] = hashlib.sha256(handle.read()).hexdigest()
+    return digests
+
+
+def main(argv=None):
+    args = parse_arguments(argv)
+    if os.path.exists(args.json):
+        sys.exit(f"port_bench: {args.json}: already exists; not overwritten")
+    height, width = (int(part) for part in args.size.split("x"))
+    digests = port_files(args.port_dir)
+    # Fixed before torch starts its pools, as prednet-bench's runtime fixes them for our torch runs.
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(args.threads)
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
+    torch.cuda.FloatTensor = torch.FloatTensor
+    sys.path.insert(0, os.path.abspath(args.port_dir))
+    from prednet import PredNet  # noqa: E402  (the port's module, found through --port-dir)
+
+    torch.manual_seed(args.seed)
+    channels = (3, 48, 96, 192)
+    model = PredNet(channels, channels, output_mode="error")
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
+    nt = args.nt
+    time_weights = torch.full((nt, 1), 1.0 / (nt - 1))
+    time_weights[0] = 0
+    layer_weights = torch.tensor([[1.0], [0.0], [0.0], [0.0]])
+    generator = torch.Generator().manual_seed(args.seed)
+    frames = torch.rand(args.batch_size, nt, 3, height, width, generator=generator)
+
+    def step():
+        errors = model(frames)
+        batch = errors.size(0)
+        errors = torch.mm(errors.view(-1, nt), time_weights)
+        errors = torch.mm(errors.view(batch, -1), layer_weights)
+        loss = torch.mean(errors)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach())
+
+    warmup_seconds, step_seconds, losses = [], [], []
+    for index in range(args.warmup + args.steps):
+        started = time.perf_counter()
+        losses.append(step())
+        seconds = time.perf_counter() - started
+        (warmup_seconds if index < args.warmup else step_seconds).append(seconds)
+        print(f"port step {index + 1}/{args.warmup + args.steps}: {seconds:.3f} s, loss {losses[-1]:.6f}",
+              flush=True)
+    frames_per_step = args.batch_size * nt
+    result = {
+        "what": "the PyTorch port's training step, float32, synthetic frames in [0, 1)",
+        "port": {"repository": REPOSITORY, "sha256": digests},
+        "config": {"threads": args.threads, "batch_size": args.batch_size, "size": [height, width],
+                   "nt": nt, "channels": list(channels), "steps": args.steps, "warmup": args.warmup,
+                   "seed": args.seed},
+        "fps": frames_per_step * args.steps / sum(step_seconds),
+        "frames_per_step": frames_per_step,
+        "step_seconds": [round(s, 6) for s in step_seconds],
+        "step_ms_median": round(statistics.median(step_seconds) * 1000, 3),
+        "warmup_seconds": [round(s, 6) for s in warmup_seconds],
+        "losses": losses,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "environment": {"python": platform.python_version(), "torch": torch.__version__,
+                        "machine": platform.machine(), "processor": _processor(),
+                        "OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"]},
+    }
+    if not all(map(_finite, losses)):
+        sys.exit(f"port_bench: a loss is not finite ({losses}); no figure written")
+    with open(args.json, "x") as handle:
+        json.dump(result, handle, indent=1)
+    print(f"port: {result['fps']:.2f} frames/s (median step {result['step_ms_median']:.0f} ms)")
+
+
+def _finite(value):
+    return value == value and abs(value) != float("inf")
+
+
+def _processor():
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    main()
