@@ -218,12 +218,12 @@ def test_prednet_study_parent_never_imports_a_framework(tmp_path):
     output = run_probe(
         "import sys\n"
         "from prednet_keras.study import local_executor, starting_points\n"
-        "def ensure(spec, study_dir, seeds, backend):\n"
+        "def start(spec, study_dir, seeds, backend):\n"
         "    print('BACKEND', backend)\n"
-        "    return {seed: {} for seed in seeds}\n"
+        "    return starting_points.StartingPoints(study_dir, {seed: {} for seed in seeds}, None, [])\n"
         "def execute(self, *args):\n"
         f"    {SHOW_FRAMEWORKS}\n"
-        "starting_points.ensure_starting_points = ensure\n"
+        "starting_points.start = start\n"
         "local_executor.LocalExecutor.execute = execute\n"
         "from prednet_keras.cli.study import main\n"
         "main(['run', 'quick', '-o', 'study', '--no-report', '-q'])\n",

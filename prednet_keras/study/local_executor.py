@@ -7,7 +7,8 @@ ones are stopped and waited for, so a stopped study leaves nothing writing into 
 JAX runs share the study's compilation cache (compile_cache). So that the others load what one compiled
 instead of all compiling at once, a JAX configuration runs one run alone until that run has recorded its first
 update in history.csv (its training step is then compiled and in the cache) or one of its runs has finished in
-this invocation; runs of other configurations fill the free workers meanwhile.
+this invocation; runs of other configurations fill the free workers meanwhile. A run starts once its seed's
+starting point is written: the study's first runs train while the child process makes the later seeds'.
 """
 
 import os
@@ -81,9 +82,10 @@ class LocalExecutor:
             return compile_cache.folder(study_dir)
         return None
 
-    def execute(self, spec, study_dir, pending, records, command, progress, outcome, done_before):
-        """Runs `pending` (see runner.run_study for the arguments); fills `outcome`."""
-        _execute(spec, study_dir, pending, records, self.workers, command, progress, outcome, done_before,
+    def execute(self, spec, study_dir, pending, points, command, progress, outcome, done_before):
+        """Runs `pending`, each run once its seed's starting point is in `points` (a
+        starting_points.StartingPoints); fills `outcome` (see runner.run_study)."""
+        _execute(spec, study_dir, pending, points, self.workers, command, progress, outcome, done_before,
                  self.share_compilation)
 
 
@@ -104,15 +106,18 @@ def _waits_for_compilation(run, running, compiled):
             and any(item.run.configuration.name == name for item in running))
 
 
-def _next_run(queue, running, compiled, share_compilation):
-    """Takes the first run of `queue` that may start now, or returns None."""
+def _next_run(queue, running, compiled, share_compilation, points):
+    """Takes the first run of `queue` that may start now (its seed's starting point is written, and it need
+    not wait for a compilation), or returns None."""
     for index, run in enumerate(queue):
-        if not share_compilation or not _waits_for_compilation(run, running, compiled):
+        if share_compilation and _waits_for_compilation(run, running, compiled):
+            continue
+        if points.get(run.seed) is not None:
             return queue.pop(index)
     return None
 
 
-def _execute(spec, study_dir, pending, records, workers, command, progress, outcome, done_before,
+def _execute(spec, study_dir, pending, points, workers, command, progress, outcome, done_before,
              share_compilation=True):
     queue = list(pending)
     running = []
@@ -123,12 +128,13 @@ def _execute(spec, study_dir, pending, records, workers, command, progress, outc
     try:
         while queue or running:
             while queue and len(running) < workers:
-                run = _next_run(queue, running, compiled, share_compilation)
+                run = _next_run(queue, running, compiled, share_compilation, points)
                 if run is None:
                     break
                 if run.configuration.name in outcome["skipped"]:
                     continue
-                running.append(_start(spec, study_dir, run, records[run.seed], command, share_compilation))
+                running.append(_start(spec, study_dir, run, points.get(run.seed), command,
+                                      share_compilation))
                 if progress:
                     progress.run_started(run)
                 threads = sum(_cpu_threads(r.run.configuration) for r in running)

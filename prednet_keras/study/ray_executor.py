@@ -483,6 +483,9 @@ class RayExecutor:
         """None: Ray's nodes compile each for itself (no cache folder is shared between machines)."""
         return None
 
-    def execute(self, spec, study_dir, pending, records, command, progress, outcome, done_before):
-        execute(spec, study_dir, pending, records, command, progress, outcome, done_before, address=self.address,
-                gpu_share=self.gpu_share, retries=self.retries, max_in_flight=self.max_in_flight)
+    def execute(self, spec, study_dir, pending, points, command, progress, outcome, done_before):
+        # Every seed's starting point first: a task's node reads its seed's files from the shared folder, and
+        # Ray queues the tasks itself.
+        execute(spec, study_dir, pending, points.wait(), command, progress, outcome, done_before,
+                address=self.address, gpu_share=self.gpu_share, retries=self.retries,
+                max_in_flight=self.max_in_flight)

@@ -281,11 +281,11 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
         seeds = sorted({run.seed for run in pending})
         if progress:
             progress.message(f"Starting points for {len(seeds)} seed{'s' if len(seeds) != 1 else ''} ...")
-        records = starting_points.ensure_starting_points(spec, study_dir, seeds,
-                                                         backend or _backend_choice.default_backend())
-        for config in configurations:
-            (study_dir / RUNS / config.name).mkdir(parents=True, exist_ok=True)
-        executor.execute(spec, study_dir, pending, records, command, progress, outcome, len(finished))
+        # Made in a child while the runs start: a run waits only for its own seed's starting point.
+        with starting_points.start(spec, study_dir, seeds, backend or _backend_choice.default_backend()) as points:
+            for config in configurations:
+                (study_dir / RUNS / config.name).mkdir(parents=True, exist_ok=True)
+            executor.execute(spec, study_dir, pending, points, command, progress, outcome, len(finished))
     return outcome
 
 

@@ -8,14 +8,17 @@
       seed.json                seed, checksums, the model they were made for
 
 They are made in a child process on the CPU (`python -m
-prednet_keras.study.starting_points REQUEST.json`), so the process running the
+prednet_keras.study.starting_points -`, the request on stdin), so the process running the
 study never initialises a GPU; the backend is the study process's default (the
-numbers do not depend on it). The data order needs no file: every training
+numbers do not depend on it). The child writes the seeds in ascending order
+while the study's runs start: `start` returns at once, and a run waits only for
+its own seed (`StartingPoints.get`). The data order needs no file: every training
 process derives it from the seed with numpy and records its checksum.
 """
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +26,7 @@ from pathlib import Path
 
 from prednet_keras import runs
 
-__all__ = ["SEED_RECORD", "StartingPointError", "ensure_starting_points", "seed_folder", "read_seed_record"]
+__all__ = ["SEED_RECORD", "StartingPointError", "StartingPoints", "start", "seed_folder", "read_seed_record"]
 
 WEIGHTS = "initial_weights.h5"
 ULP_WEIGHTS = "initial_weights_ulp.h5"
@@ -53,11 +56,12 @@ def weights_path(study_dir, seed, perturbation=None):
     return seed_folder(study_dir, seed) / (ULP_WEIGHTS if perturbation == "ulp" else WEIGHTS)
 
 
-def ensure_starting_points(spec, study_dir, seeds, backend):
-    """Makes the starting points of `seeds` that do not exist yet (one child process).
+def start(spec, study_dir, seeds, backend):
+    """Starts making the starting points of `seeds` that do not exist yet (one child process, seeds in
+    ascending order, each complete before the next begins), so that runs can start as their seeds appear.
 
-    An existing seed.json made for other training options is an error: the
-    study folder belongs to another spec.
+    An existing seed.json made for other training options is an error, raised here: the study folder
+    belongs to another spec.
 
     Args:
         spec: the StudySpec.
@@ -66,7 +70,7 @@ def ensure_starting_points(spec, study_dir, seeds, backend):
         backend: the Keras backend of the child process.
 
     Returns:
-        {seed: seed record}.
+        StartingPoints (a context manager: leaving it stops the child if it still runs).
     """
     protocol = spec.protocol_dict()
     records, missing = {}, []
@@ -84,33 +88,110 @@ def ensure_starting_points(spec, study_dir, seeds, backend):
             records[seed] = record
         else:
             missing.append(seed)
-    if missing:
-        _make_in_child(spec, study_dir, missing, backend)
-        for seed in missing:
-            record = read_seed_record(study_dir, seed)
-            if record is None:
-                raise StartingPointError(f"The starting point of seed {seed} was not written.")
-            records[seed] = record
-    return records
+    return StartingPoints(study_dir, records, _start_child(spec, study_dir, sorted(missing), backend)
+                          if missing else None, missing)
 
 
-def _make_in_child(spec, study_dir, seeds, backend):
+class StartingPoints:
+    """The seeds' starting points: those that existed, and those the child process is writing.
+
+    `get(seed)` answers at once (None: not written yet), `wait()` blocks until every seed is there; both
+    raise StartingPointError once the child has failed or ended without writing a seed.
+    """
+
+    def __init__(self, study_dir, records, child, missing):
+        self._study_dir = study_dir
+        self._records = dict(records)
+        self._child = child
+        self._missing = list(missing)
+
+    def get(self, seed):
+        """The record of `seed`, or None while the child is still making it."""
+        if seed not in self._records:
+            self._collect()
+        return self._records.get(seed)
+
+    def wait(self, poll_seconds=0.1):
+        """{seed: record} of every seed, once all are written."""
+        while self._missing:
+            self._collect()
+            if self._missing:
+                time.sleep(poll_seconds)
+        return dict(self._records)
+
+    def _collect(self):
+        # The exit status is read before the files: a child that wrote its last seed and exited between
+        # the two reads must not look as if it had ended without writing it.
+        code = None if self._child is None else self._child.poll()
+        for seed in list(self._missing):
+            # seed.json is written last and atomically: once it is there, the seed's files are complete.
+            record = read_seed_record(self._study_dir, seed)
+            if record is not None:
+                self._records[seed] = record
+                self._missing.remove(seed)
+        if self._missing and code is not None:
+            self._child.fail(code, self._missing)
+
+    def close(self):
+        """Stops the child if it still runs (the study stopped before its seeds were all needed)."""
+        if self._child is not None:
+            self._child.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _MakerProcess:
+    """The child process making starting points, and its stderr captured in a file."""
+
+    def __init__(self, process, stderr):
+        self.process = process
+        self.stderr = stderr
+
+    def poll(self):
+        return self.process.poll()
+
+    def fail(self, code, missing):
+        self.stderr.seek(0)
+        lines = [line for line in self.stderr.read().decode("utf-8", "replace").splitlines() if line.strip()]
+        self.close()
+        if code != 0:
+            raise StartingPointError("Making the seeds' initial weights failed: " + (lines[-1] if lines else
+                                     f"exit status {code}"))
+        raise StartingPointError(f"The starting point of seed {missing[0]} was not written.")
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if not self.stderr.closed:
+            self.stderr.close()
+
+
+def _start_child(spec, study_dir, seeds, backend):
     from prednet_keras import childproc, runtime
 
     config = runtime.RuntimeConfig(backend=backend, device="cpu")
     request = {"model": spec.model, "train": spec.train, "seeds": list(seeds), "ulp": spec.ulp_baseline,
                "study_dir": os.fspath(Path(study_dir).resolve()), "protocol": spec.protocol_dict()}
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
-        json.dump(request, handle)
+    # The request goes through stdin, so a study process killed outright leaves no request file behind.
+    # stderr goes to a file, not a pipe: nobody reads it while the child runs, and a full pipe would stop it.
+    stderr = tempfile.TemporaryFile()
     try:
-        result = childproc.run(["-m", "prednet_keras.study.starting_points", handle.name], config,
-                               capture_output=True, text=True)
-    finally:
-        os.unlink(handle.name)
-    if result.returncode != 0:
-        lines = [line for line in (result.stderr or "").strip().splitlines() if line.strip()]
-        raise StartingPointError("Making the seeds' initial weights failed: " + (lines[-1] if lines else
-                                 f"exit status {result.returncode}"))
+        process = childproc.start(["-m", "prednet_keras.study.starting_points", "-"], config,
+                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr)
+    except BaseException:
+        stderr.close()
+        raise
+    try:
+        process.stdin.write(json.dumps(request).encode("utf-8"))
+        process.stdin.close()
+    except OSError:
+        pass  # the child is already gone: its exit status and stderr say why
+    return _MakerProcess(process, stderr)
 
 
 def build_model(model, options):
@@ -142,8 +223,11 @@ def _make(request):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0], encoding="utf-8") as handle:
-        request = json.load(handle)
+    if argv[0] == "-":
+        request = json.load(sys.stdin)
+    else:
+        with open(argv[0], encoding="utf-8") as handle:
+            request = json.load(handle)
     try:
         _make(request)
     except Exception as error:  # the parent shows the last line
