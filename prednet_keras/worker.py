@@ -21,6 +21,7 @@ import signal
 import sys
 import time
 
+from prednet_keras import compile_cache
 from prednet_keras.childproc import exit_status
 
 __all__ = ["EXIT_INTERRUPTED", "exit_status", "launch", "main", "start"]
@@ -133,6 +134,10 @@ def train_main(run_dir, quiet=False, resume=None):
             effective["distribution"] = distribution.configure(config.devices, config.device_kind)
         record = {"effective": effective, "fingerprint": runtime.fingerprint()}
         print(f"{config.backend} started on {config.device} in {time.perf_counter() - _STARTED:.1f} s", flush=True)
+        # A study run may be held here, started, until its configuration's program is compiled (compile_cache).
+        waited = compile_cache.wait_at_gate(say=lambda line: print(line, flush=True))
+        if waited:
+            print(f"  waited {waited:.1f} s", flush=True)
 
         if _trained_by_protocol(manifest):
             from prednet_keras import study_train

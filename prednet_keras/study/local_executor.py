@@ -5,15 +5,20 @@ SIGTERM when the study process dies (childproc), and on any exception here (Ctrl
 ones are stopped and waited for, so a stopped study leaves nothing writing into its folder.
 
 JAX runs share the study's compilation cache (compile_cache). So that the others load what one compiled
-instead of all compiling at once, a JAX configuration runs one run alone until that run has recorded its first
+instead of all compiling at once, a JAX configuration trains one run alone until that run has recorded its first
 update in history.csv (its training step is then compiled and in the cache) or one of its runs has finished in
-this invocation; runs of other configurations fill the free workers meanwhile. A run starts once its seed's
+this invocation. Runs of other configurations fill the free workers meanwhile; workers still free take the
+configuration's next runs, started but held at a gate (compile_cache.GATE_ENV) once their framework is up, so
+that their start-up overlaps the compilation. The gate opens when the program is in the cache; if the first run
+fails instead, the held runs are stopped unstarted, as the configuration's queued runs are skipped. A run starts once its seed's
 starting point is written: the study's first runs train while the child process makes the later seeds'.
 """
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 from prednet_keras import compile_cache, runs
@@ -23,25 +28,41 @@ __all__ = ["LocalExecutor"]
 
 
 class _Running:
-    def __init__(self, run, process, log, folder, started):
+    def __init__(self, run, process, log, folder, started, gate=None):
         self.run = run
         self.process = process
         self.log = log
         self.folder = folder
         self.started = started
+        self.gate = gate  # the gate file it was started held at, or None
 
 
-def _start(spec, study_dir, run, seed_record, command, share_compilation, quiet_child=True):
+def _start(spec, study_dir, run, seed_record, command, share_compilation, gate=None, quiet_child=True):
     from prednet_keras import worker
 
     partial = prepare_run(spec, study_dir, run, seed_record, command)
     runtime_config = run.configuration.runtime_config()
     env = compile_cache.environment(study_dir, runtime_config) if share_compilation else {}
+    if gate is not None:
+        env.update(compile_cache.gate_environment(gate))
     log = open(partial / LOG, "w", encoding="utf-8")
     # childproc: SIGTERM when the study process dies, so it leaves no orphan writing here.
     process = worker.start(partial, runtime_config, quiet=quiet_child, env=env, stdout=log,
                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return _Running(run, process, log, partial, time.perf_counter())
+    return _Running(run, process, log, partial, time.perf_counter(), gate)
+
+
+def _stop_held(item):
+    """Stops a run held at its gate (its configuration failed before compiling) and removes its folder: it
+    never trained, and stays pending as the configuration's queued runs do."""
+    item.process.send_signal(signal.SIGTERM)
+    try:
+        item.process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        item.process.kill()
+        item.process.wait()
+    item.log.close()
+    shutil.rmtree(item.folder, ignore_errors=True)
 
 
 def _finish(study_dir, running, code):
@@ -107,14 +128,50 @@ def _waits_for_compilation(run, running, compiled):
 
 
 def _next_run(queue, running, compiled, share_compilation, points):
-    """Takes the first run of `queue` that may start now (its seed's starting point is written, and it need
-    not wait for a compilation), or returns None."""
+    """Takes the run of `queue` to start now: the first whose seed's starting point is written and that need
+    not wait for a compilation; failing that, the first that waits, to start held at its configuration's gate.
+
+    Returns:
+        (run, held), or (None, False) when no run's starting point is written yet.
+    """
+    waiting = None
     for index, run in enumerate(queue):
-        if share_compilation and _waits_for_compilation(run, running, compiled):
+        if points.get(run.seed) is None:
             continue
-        if points.get(run.seed) is not None:
-            return queue.pop(index)
-    return None
+        if share_compilation and _waits_for_compilation(run, running, compiled):
+            waiting = index if waiting is None else waiting
+            continue
+        return queue.pop(index), False
+    if waiting is not None:
+        return queue.pop(waiting), True
+    return None, False
+
+
+class _Gates:
+    """One gate file per configuration whose runs were started held, in a folder of this invocation's own."""
+
+    def __init__(self):
+        self._folder = None
+        self._names = {}
+        self._opened = set()
+
+    def path(self, name):
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="prednet-start-gates-")
+        return os.path.join(self._folder, self._names.setdefault(name, f"configuration-{len(self._names)}"))
+
+    def open(self, name):
+        if name in self._names and name not in self._opened:
+            self._opened.add(name)
+            with open(self.path(name), "w"):
+                pass
+
+    def is_open(self, item):
+        return item.gate is None or os.path.exists(item.gate)
+
+    def remove(self):
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def _execute(spec, study_dir, pending, points, workers, command, progress, outcome, done_before,
@@ -125,16 +182,18 @@ def _execute(spec, study_dir, pending, points, workers, command, progress, outco
     total = done_before + len(pending)
     done = done_before
     warned = False
+    gates = _Gates()
     try:
         while queue or running:
             while queue and len(running) < workers:
-                run = _next_run(queue, running, compiled, share_compilation, points)
+                run, held = _next_run(queue, running, compiled, share_compilation, points)
                 if run is None:
                     break
-                if run.configuration.name in outcome["skipped"]:
+                name = run.configuration.name
+                if name in outcome["skipped"]:
                     continue
-                running.append(_start(spec, study_dir, run, points.get(run.seed), command,
-                                      share_compilation))
+                running.append(_start(spec, study_dir, run, points.get(run.seed), command, share_compilation,
+                                      gate=gates.path(name) if held else None))
                 if progress:
                     progress.run_started(run)
                 threads = sum(_cpu_threads(r.run.configuration) for r in running)
@@ -144,11 +203,11 @@ def _execute(spec, study_dir, pending, points, workers, command, progress, outco
                         progress.message(f"warning: {len(running)} runs at once ask for {threads} CPU threads on "
                                          f"{os.cpu_count()} cores; CPU timings will be slower than alone.")
             time.sleep(0.2)
-            if share_compilation and queue:
+            if share_compilation:
                 compiled.update(item.run.configuration.name for item in running
                                 if item.run.configuration.name not in compiled and _has_trained(item.folder))
             for item in list(running):
-                code = item.process.poll()
+                code = item.process.poll() if item in running else None  # (a held run stopped just before)
                 if code is None:
                     continue
                 running.remove(item)
@@ -161,8 +220,14 @@ def _execute(spec, study_dir, pending, points, workers, command, progress, outco
                     outcome["failed"].append(result)
                     name = item.run.configuration.name
                     outcome["skipped"].setdefault(name, result.message)
+                    for held in [other for other in running
+                                 if other.run.configuration.name == name and not gates.is_open(other)]:
+                        running.remove(held)
+                        _stop_held(held)
                 if progress:
                     progress.run_finished(result, done, total)
+            for name in compiled - set(outcome["skipped"]):
+                gates.open(name)
     except BaseException:
         for item in running:
             if item.process.poll() is None:
@@ -174,4 +239,6 @@ def _execute(spec, study_dir, pending, points, workers, command, progress, outco
                 item.process.kill()
             item.log.close()
         raise
+    finally:
+        gates.remove()
     outcome["pending"] = total - done

@@ -1,5 +1,6 @@
 """The local executor's order of starting runs when JAX runs share the study's compilation cache."""
 
+import os
 from types import SimpleNamespace
 
 from prednet_keras.study.local_executor import _next_run
@@ -31,23 +32,24 @@ def test_a_jax_configuration_runs_one_run_until_its_programs_are_compiled():
     jax_0, jax_1, tf_0, tf_1 = _run("jax", "jax", 0), _run("jax", "jax", 1), _run("tf", "tensorflow", 0), _run("tf", "tensorflow", 1)
     queue = [jax_1, tf_0, tf_1]
     running = [_running(jax_0)]
-    # jax_0 compiles: the other JAX run waits, TensorFlow runs (no shared cache) fill the free workers.
-    assert _next_run(queue, running, compiled=set(), share_compilation=True, points=ALL) is tf_0
+    # jax_0 compiles: TensorFlow runs (no shared cache) fill the free workers first ...
+    assert _next_run(queue, running, compiled=set(), share_compilation=True, points=ALL) == (tf_0, False)
     running.append(_running(tf_0))
-    assert _next_run(queue, running, compiled=set(), share_compilation=True, points=ALL) is tf_1
-    assert _next_run(queue, running, compiled=set(), share_compilation=True, points=ALL) is None
-    assert queue == [jax_1]
-    # Once a run of the configuration has finished, its runs start together.
-    assert _next_run(queue, running, compiled={"jax"}, share_compilation=True, points=ALL) is jax_1
+    assert _next_run(queue, running, compiled=set(), share_compilation=True, points=ALL) == (tf_1, False)
+    # ... then the other JAX run starts held at its configuration's gate.
+    assert _next_run(queue, running, compiled=set(), share_compilation=True, points=ALL) == (jax_1, True)
+    # Once a run of the configuration has trained, its runs start free.
+    queue = [jax_1]
+    assert _next_run(queue, running, compiled={"jax"}, share_compilation=True, points=ALL) == (jax_1, False)
 
 
 def test_without_the_shared_cache_runs_start_in_order():
     jax_0, jax_1 = _run("jax", "jax", 0), _run("jax", "jax", 1)
     queue = [jax_1]
-    assert _next_run(queue, [_running(jax_0)], compiled=set(), share_compilation=False, points=ALL) is jax_1
+    assert _next_run(queue, [_running(jax_0)], compiled=set(), share_compilation=False, points=ALL) == (jax_1, False)
     # Nothing running of it yet: the first run of a JAX configuration starts at once.
     queue = [jax_0, jax_1]
-    assert _next_run(queue, [], compiled=set(), share_compilation=True, points=ALL) is jax_0
+    assert _next_run(queue, [], compiled=set(), share_compilation=True, points=ALL) == (jax_0, False)
 
 
 def test_only_jax_runs_get_the_cache_and_the_command_line_can_refuse_it(tmp_path, monkeypatch):
@@ -93,53 +95,102 @@ def test_each_executor_says_which_cache_its_runs_share(tmp_path):
     assert runner.make_executor("ray").shared_cache(tmp_path, [jax_arm]) is None
 
 
-def test_waiting_runs_start_once_the_first_run_has_recorded_an_update(tmp_path, monkeypatch):
-    """The executor's loop: jax_1 waits while jax_0 compiles, and starts as soon as jax_0's history.csv holds
-    an update (its training program is then in the cache), before jax_0 finishes."""
+class _FakeStudy:
+    """The executor's loop with fake training processes: each process polls `script[name]` (a list of
+    (after how many polls, what happens)) and a held one cannot train before its gate file exists."""
+
+    def __init__(self, tmp_path, monkeypatch, script):
+        from prednet_keras.study import local_executor
+
+        self.events, self.script, self.gates = [], script, []
+        study = self
+
+        class FakeProcess:
+            def __init__(self, name, folder, gate):
+                self.name, self.folder, self.gate, self.polls, self.code = name, folder, gate, 0, None
+
+            def poll(self):
+                if self.code is not None:
+                    return self.code
+                if self.gate is not None and not os.path.exists(self.gate):
+                    return None  # held: nothing happens before the gate opens
+                if self.gate is not None and f"{self.name} passed its gate" not in study.events:
+                    study.events.append(f"{self.name} passed its gate")
+                self.polls += 1
+                for after, what in study.script.get(self.name, [(3, "exit 0")]):
+                    if self.polls == after:
+                        if what == "update":
+                            (self.folder / "history.csv").write_text("update,loss\n1,0.5\n")
+                            study.events.append(f"{self.name} recorded an update")
+                        else:
+                            self.code = int(what.split()[1])
+                return self.code
+
+            def send_signal(self, signum):
+                study.events.append(f"{self.name} stopped")
+                self.code = -signum
+
+            def wait(self, timeout=None):
+                return self.code
+
+        def fake_start(spec, study_dir, run, seed_record, command, share_compilation, gate=None):
+            name = f"{run.configuration.name}-{run.seed}"
+            folder = tmp_path / name
+            folder.mkdir()
+            (folder / "history.csv").write_text("update,loss\n")
+            study.events.append(f"{name} started" + (" held" if gate else ""))
+            if gate:
+                study.gates.append(gate)
+            return SimpleNamespace(run=run, process=FakeProcess(name, folder, gate), folder=folder, gate=gate,
+                                   log=SimpleNamespace(close=lambda: None))
+
+        def fake_finish(study_dir, item, code):
+            study.events.append(f"{item.process.name} finished" + ("" if code == 0 else f" with {code}"))
+            return SimpleNamespace(status="done" if code == 0 else "failed", message=f"exit {code}")
+
+        monkeypatch.setattr(local_executor, "_start", fake_start)
+        monkeypatch.setattr(local_executor, "_finish", fake_finish)
+        monkeypatch.setattr(local_executor.time, "sleep", lambda seconds: None)
+
+    def run(self, pending, workers=2):
+        from prednet_keras.study import local_executor
+
+        outcome = {"done": [], "failed": [], "skipped": {}}
+        local_executor._execute(None, None, pending, ALL, workers, [], None, outcome, 0)
+        return outcome
+
+
+def test_waiting_runs_start_held_and_pass_the_gate_once_the_first_run_has_recorded_an_update(tmp_path,
+                                                                                               monkeypatch):
+    """jax_1 starts at once but held (its framework starts while jax_0 compiles); it passes the gate as soon
+    as jax_0's history.csv holds an update (its training program is then in the cache), before jax_0 ends."""
+    study = _FakeStudy(tmp_path, monkeypatch, {"jax-0": [(2, "update"), (10, "exit 0")]})
+    outcome = study.run([_run("jax", "jax", 0), _run("jax", "jax", 1)])
+    assert study.events == ["jax-0 started", "jax-1 started held", "jax-0 recorded an update",
+                            "jax-1 passed its gate", "jax-1 finished", "jax-0 finished"]
+    assert outcome["pending"] == 0 and len(outcome["done"]) == 2
+    # The gates were the invocation's own, and are gone with it.
+    assert study.gates and not any(os.path.exists(os.path.dirname(gate)) for gate in study.gates)
     from prednet_keras.study import local_executor
 
-    events = []
-
-    class FakeProcess:
-        def __init__(self, name, folder):
-            self.name, self.folder, self.polls = name, folder, 0
-
-        def poll(self):
-            self.polls += 1
-            if self.name == "jax-0" and self.polls == 3:
-                (self.folder / "history.csv").write_text("update,loss\n1,0.5\n")
-                events.append("jax-0 recorded an update")
-            return 0 if self.polls >= 6 else None
-
-    def fake_start(spec, study_dir, run, seed_record, command, share_compilation):
-        name = f"{run.configuration.name}-{run.seed}"
-        folder = tmp_path / name
-        folder.mkdir()
-        (folder / "history.csv").write_text("update,loss\n")
-        events.append(f"{name} started")
-        return SimpleNamespace(run=run, process=FakeProcess(name, folder), folder=folder)
-
-    def fake_finish(study_dir, item, code):
-        events.append(f"{item.process.name} finished")
-        return SimpleNamespace(status="done")
-
-    monkeypatch.setattr(local_executor, "_start", fake_start)
-    monkeypatch.setattr(local_executor, "_finish", fake_finish)
-    monkeypatch.setattr(local_executor.time, "sleep", lambda seconds: None)
-    outcome = {"done": [], "failed": [], "skipped": {}}
-    pending = [_run("jax", "jax", 0), _run("jax", "jax", 1)]
-    local_executor._execute(None, tmp_path, pending, ALL, 2, [], None, outcome, 0)
-    assert events == ["jax-0 started", "jax-0 recorded an update", "jax-1 started", "jax-0 finished",
-                      "jax-1 finished"]
-    assert outcome["pending"] == 0 and len(outcome["done"]) == 2
     assert not local_executor._has_trained(tmp_path / "nowhere")
+
+
+def test_held_runs_are_stopped_unstarted_when_the_first_run_fails(tmp_path, monkeypatch):
+    study = _FakeStudy(tmp_path, monkeypatch, {"jax-0": [(2, "exit 1")]})
+    outcome = study.run([_run("jax", "jax", s) for s in range(4)], workers=3)
+    assert study.events == ["jax-0 started", "jax-1 started held", "jax-2 started held", "jax-0 finished with 1",
+                            "jax-1 stopped", "jax-2 stopped"]
+    # Neither trained nor counted as failed: they stay to run, like jax-3, which never started.
+    assert len(outcome["failed"]) == 1 and outcome["pending"] == 4 and "jax" in outcome["skipped"]
+    assert not (tmp_path / "jax-1").exists() and not (tmp_path / "jax-2").exists()
 
 
 def test_a_run_waits_for_its_own_seeds_starting_point_only():
     seed_0, seed_1 = _run("tf", "tensorflow", 0), _run("tf", "tensorflow", 1)
     queue = [seed_1, seed_0]
-    assert _next_run(queue, [], compiled=set(), share_compilation=True, points=_Points(ready={0})) is seed_0
-    assert _next_run(queue, [], compiled=set(), share_compilation=True, points=_Points(ready={0})) is None
+    assert _next_run(queue, [], compiled=set(), share_compilation=True, points=_Points(ready={0})) == (seed_0, False)
+    assert _next_run(queue, [], compiled=set(), share_compilation=True, points=_Points(ready={0})) == (None, False)
     assert queue == [seed_1]
 
 
@@ -162,7 +213,7 @@ def test_runs_start_as_their_seeds_appear(tmp_path, monkeypatch):
                 events.append("seed 1 written")
             return 0 if self.polls >= 3 else None
 
-    def fake_start(spec, study_dir, run, seed_record, command, share_compilation):
+    def fake_start(spec, study_dir, run, seed_record, command, share_compilation, gate=None):
         assert seed_record == {"seed": run.seed}
         events.append(f"tf-{run.seed} started")
         return SimpleNamespace(run=run, process=FakeProcess(f"tf-{run.seed}"), folder=tmp_path)
@@ -175,3 +226,23 @@ def test_runs_start_as_their_seeds_appear(tmp_path, monkeypatch):
                             [], None, outcome, 0)
     assert events == ["tf-0 started", "seed 1 written", "tf-1 started"]
     assert outcome["pending"] == 0 and len(outcome["done"]) == 2
+
+
+def test_a_training_process_waits_at_its_gate_until_the_file_exists(tmp_path, monkeypatch):
+    import threading
+
+    from prednet_keras import compile_cache
+
+    said = []
+    monkeypatch.delenv(compile_cache.GATE_ENV, raising=False)
+    assert compile_cache.wait_at_gate(say=said.append) == 0.0 and said == []
+    gate = tmp_path / "gate"
+    monkeypatch.setenv(compile_cache.GATE_ENV, str(gate))
+    timer = threading.Timer(0.3, gate.touch)
+    timer.start()
+    try:
+        waited = compile_cache.wait_at_gate(say=said.append, poll_seconds=0.01)
+    finally:
+        timer.cancel()
+    assert waited >= 0.25 and len(said) == 1 and "first run" in said[0]
+    assert compile_cache.wait_at_gate(say=said.append) == 0.0 and len(said) == 1  # open: no wait, no line
