@@ -1,5 +1,7 @@
 """How long a study takes to start its first run: seconds from `prednet-study run` to its first run folder, and
-to the last seed's starting point (seed.json). The study is interrupted (SIGINT, as Ctrl-C) once both are there.
+to the last seed's starting point (seed.json). The study is interrupted (SIGINT, as Ctrl-C) once both are there;
+with --to-end it runs to its end instead, and the JSON adds the wall time and when each run's training session
+started (from its manifest).
 
     python scripts/study_start_time.py --checkout . --json new.json -- paper --only cpu-torch-1-thread -j 2
     git worktree add /tmp/old COMMIT && python scripts/study_start_time.py --checkout /tmp/old --json old.json -- ...
@@ -22,6 +24,7 @@ def main(argv=None):
     parser.add_argument("--checkout", default=".", help="the source tree whose prednet_keras runs")
     parser.add_argument("--json", required=True, help="where the figures go (must not exist)")
     parser.add_argument("--limit", type=float, default=120, help="seconds before giving up")
+    parser.add_argument("--to-end", action="store_true", help="let the study finish; record its wall time")
     parser.add_argument("study_args", nargs="+", help="prednet-study run's arguments, without -o")
     args = parser.parse_args(argv)
     if os.path.exists(args.json):
@@ -42,20 +45,39 @@ def main(argv=None):
             if first_run is None and glob.glob(os.path.join(output, "runs", "*", ".partial-*")):
                 first_run = time.perf_counter() - started
             seeds = glob.glob(os.path.join(output, "seeds", "*", "seed.json"))
-            if first_run is not None and seeds and _all_seeds_written(output, seeds):
+            if not args.to_end and first_run is not None and seeds and _all_seeds_written(output, seeds):
                 break
             time.sleep(0.05)
-        process.send_signal(signal.SIGINT)
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=120)
+        wall = time.perf_counter() - started
         seeds = glob.glob(os.path.join(output, "seeds", "*", "seed.json"))
         wall_start = time.time() - (time.perf_counter() - started)
         last_seed = max(os.path.getmtime(path) for path in seeds) - wall_start if seeds else None
+        sessions = _session_starts(output, wall_start) if args.to_end else None
     result = {"command": ["python", "scripts/study_start_time.py"] + (sys.argv[1:] if argv is None else argv),
               "checkout_commit": commit.strip(), "first_run_folder_s": first_run, "last_seed_json_s": last_seed,
               "seeds_written": len(seeds), "exit_status": process.returncode, "stderr_tail": stderr[-500:]}
+    if args.to_end:
+        result.update(wall_s=wall, session_started_s=sessions)
     with open(args.json, "x") as handle:
         json.dump(result, handle, indent=1)
-    print(json.dumps({key: result[key] for key in ("first_run_folder_s", "last_seed_json_s", "seeds_written")}))
+    print(json.dumps({key: result[key] for key in ("first_run_folder_s", "last_seed_json_s", "seeds_written",
+                                                   "wall_s") if key in result}))
+
+
+def _session_starts(output, wall_start):
+    """{run: seconds from the command's start to its training session's start} of the finished runs."""
+    from datetime import datetime
+
+    starts = {}
+    for path in sorted(glob.glob(os.path.join(output, "runs", "*", "seed-*", "manifest.json"))):
+        with open(path) as handle:
+            started = json.load(handle)["sessions"][0]["started"]
+        run = os.path.relpath(os.path.dirname(path), os.path.join(output, "runs"))
+        starts[run] = datetime.strptime(started, "%Y-%m-%dT%H:%M:%S%z").timestamp() - wall_start
+    return starts
 
 
 def _all_seeds_written(output, seeds):
