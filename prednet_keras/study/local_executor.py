@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 
 from prednet_keras import compile_cache, runs
@@ -148,16 +147,19 @@ def _next_run(queue, running, compiled, share_compilation, points):
 
 
 class _Gates:
-    """One gate file per configuration whose runs were started held, in a folder of this invocation's own."""
+    """One gate file per configuration whose runs were started held, in DIR/.start-gates/. The study's lock
+    makes the folder this invocation's own: what a killed invocation left there is removed first."""
 
-    def __init__(self):
-        self._folder = None
+    FOLDER = ".start-gates"
+
+    def __init__(self, study_dir):
+        self._folder = os.path.join(study_dir, self.FOLDER)
+        shutil.rmtree(self._folder, ignore_errors=True)
         self._names = {}
         self._opened = set()
 
     def path(self, name):
-        if self._folder is None:
-            self._folder = tempfile.mkdtemp(prefix="prednet-start-gates-")
+        os.makedirs(self._folder, exist_ok=True)
         return os.path.join(self._folder, self._names.setdefault(name, f"configuration-{len(self._names)}"))
 
     def open(self, name):
@@ -170,8 +172,7 @@ class _Gates:
         return item.gate is None or os.path.exists(item.gate)
 
     def remove(self):
-        if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
+        shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def _execute(spec, study_dir, pending, points, workers, command, progress, outcome, done_before,
@@ -182,7 +183,7 @@ def _execute(spec, study_dir, pending, points, workers, command, progress, outco
     total = done_before + len(pending)
     done = done_before
     warned = False
-    gates = _Gates()
+    gates = _Gates(study_dir)
     try:
         while queue or running:
             while queue and len(running) < workers:

@@ -103,6 +103,10 @@ class _FakeStudy:
         from prednet_keras.study import local_executor
 
         self.events, self.script, self.gates = [], script, []
+        self.study_dir = tmp_path / "study"
+        # What a killed invocation left: a gate that must not open this invocation's runs.
+        (self.study_dir / ".start-gates").mkdir(parents=True)
+        (self.study_dir / ".start-gates" / "configuration-0").touch()
         study = self
 
         class FakeProcess:
@@ -156,7 +160,7 @@ class _FakeStudy:
         from prednet_keras.study import local_executor
 
         outcome = {"done": [], "failed": [], "skipped": {}}
-        local_executor._execute(None, None, pending, ALL, workers, [], None, outcome, 0)
+        local_executor._execute(None, self.study_dir, pending, ALL, workers, [], None, outcome, 0)
         return outcome
 
 
@@ -169,8 +173,8 @@ def test_waiting_runs_start_held_and_pass_the_gate_once_the_first_run_has_record
     assert study.events == ["jax-0 started", "jax-1 started held", "jax-0 recorded an update",
                             "jax-1 passed its gate", "jax-1 finished", "jax-0 finished"]
     assert outcome["pending"] == 0 and len(outcome["done"]) == 2
-    # The gates were the invocation's own, and are gone with it.
-    assert study.gates and not any(os.path.exists(os.path.dirname(gate)) for gate in study.gates)
+    # The gates were the invocation's own (the stale one was removed first), and are gone with it.
+    assert study.gates and not (study.study_dir / ".start-gates").exists()
     from prednet_keras.study import local_executor
 
     assert not local_executor._has_trained(tmp_path / "nowhere")
