@@ -56,7 +56,6 @@ def environment(study_dir, runtime_config):
     return {DIR_ENV: os.fspath(folder(study_dir).resolve()), MAX_SIZE_ENV: str(MAX_BYTES)}
 
 
-
 # A training process that finds this variable waits, once its framework has started, until the file it names
 # exists: the study's executor starts the waiting runs of a configuration while the configuration's first run
 # compiles, and creates the file once that run's program is in the cache. The start (importing the framework,

@@ -10,8 +10,10 @@ update in history.csv (its training step is then compiled and in the cache) or o
 this invocation. Runs of other configurations fill the free workers meanwhile; workers still free take the
 configuration's next runs, started but held at a gate (compile_cache.GATE_ENV) once their framework is up, so
 that their start-up overlaps the compilation. The gate opens when the program is in the cache; if the first run
-fails instead, the held runs are stopped unstarted, as the configuration's queued runs are skipped. A run starts once its seed's
-starting point is written: the study's first runs train while the child process makes the later seeds'.
+fails instead, the held runs are stopped unstarted, as the configuration's queued runs are skipped.
+
+A run starts once its seed's starting point is written: the study's first runs train while the child process
+makes the later seeds'.
 """
 
 import os

@@ -103,7 +103,7 @@ class StartingPoints:
         self._study_dir = study_dir
         self._records = dict(records)
         self._child = child
-        self._missing = list(missing)
+        self._missing = sorted(missing)
 
     def get(self, seed):
         """The record of `seed`, or None while the child is still making it."""
@@ -123,12 +123,13 @@ class StartingPoints:
         # The exit status is read before the files: a child that wrote its last seed and exited between
         # the two reads must not look as if it had ended without writing it.
         code = None if self._child is None else self._child.poll()
-        for seed in list(self._missing):
-            # seed.json is written last and atomically: once it is there, the seed's files are complete.
-            record = read_seed_record(self._study_dir, seed)
-            if record is not None:
-                self._records[seed] = record
-                self._missing.remove(seed)
+        while self._missing:
+            # seed.json is written last and atomically: once it is there, the seed's files are complete. The
+            # child writes the seeds in this order, so the first one missing ends the look.
+            record = read_seed_record(self._study_dir, self._missing[0])
+            if record is None:
+                break
+            self._records[self._missing.pop(0)] = record
         if self._missing and code is not None:
             self._child.fail(code, self._missing)
 
