@@ -126,6 +126,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.json and os.path.exists(args.json):
         sys.exit(f"cpu_roofline: {args.json}: already exists; not overwritten")
+    # Read first: a bad results file is told before a minute of measuring.
+    results = []
+    for path in args.results:
+        try:
+            results.append((path, _results_fps(path)))
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+            sys.exit(f"cpu_roofline: {path}: not a cpu-port.json or prednet-bench document ({error!r})")
     ours = training_flops_per_frame()
     port = training_flops_per_frame(cell_peephole_conv=True)
     report = {"training_gflop_per_frame": {"lotter": ours / 1e9, "port": port / 1e9}}
@@ -143,8 +150,8 @@ def main(argv=None):
     print(f"matrix product, {args.threads} threads: float32 {peaks['float32']:.0f} GFLOP/s, "
           f"bfloat16 {peaks['bfloat16']:.0f} GFLOP/s ({peaks['bfloat16'] / peaks['float32']:.2f}x)")
     runs = []
-    for path in args.results:
-        for label, fps in _results_fps(path):
+    for path, found in results:
+        for label, fps in found:
             flops = (port if label.startswith("port") else ours) * fps / 1e9
             peak = peaks["bfloat16" if "bfloat16" in label else "float32"]
             runs.append({"source": path, "run": label, "fps": fps, "gflops": flops, "share_of_gemm": flops / peak})
