@@ -51,6 +51,12 @@ def test_a_failed_child_is_reported_by_its_last_line(tmp_path):
         points.get(0)
 
 
+def test_a_killed_child_is_reported_as_killed(tmp_path):
+    maker = _maker("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    with pytest.raises(StartingPointError, match=r"failed: the process making them ended \(killed by signal 9\)$"):
+        StartingPoints(tmp_path, {}, maker, [0]).get(0)
+
+
 def test_a_child_that_ends_without_writing_a_seed_is_an_error(tmp_path):
     maker = _maker("pass")
     with pytest.raises(StartingPointError, match="seed 3 was not written"):
