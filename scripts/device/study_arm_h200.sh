@@ -61,6 +61,9 @@ fi
 trap 'stop_mps; pack' EXIT
 echo "MPS: $mps" > "$work/logs/mps.txt"
 
+# Byte-compiled first, as `pip install` leaves an installed package (the set-up installs with --no-compile):
+# otherwise the arm's first processes would spend seconds compiling Keras' and our sources.
+python3 -m compileall -q -j 0 "$PWD/prednet_keras" $(python3 -c "import keras, os; print(os.path.dirname(keras.__file__))" 2>/dev/null) > "$work/logs/compileall.txt" 2>&1
 t0=$(date +%s.%N)
 timeout -k 10 "$limit" python3 -m prednet_keras.cli.study run paper -o "$work/shared" --only "$arm" \
     -j "$workers" --quiet ${STUDY_RUN_EXTRA:-} > "$work/logs/shared.log" 2>&1
@@ -103,6 +106,11 @@ if done:
     print(f"  timeline from the command's start (s, whole seconds): first run's training process started "
           f"{sessions[0][0] - t0:.0f}, second's {sessions[1][0] - t0:.0f}, last run ended "
           f"{max(e for _, e in sessions) - t0:.0f}" if len(sessions) > 1 else "")
+    invoked = stamp(json.loads((work / "shared" / "study.json").read_text())["invocations"][0]["time"])
+    seeds = sorted(p.stat().st_mtime for p in (work / "shared" / "seeds").glob("*/seed.json"))
+    folders = sorted(json.loads((r / "manifest.json").read_text())["created"] for r in done)
+    print(f"  start (s): study.json {invoked - t0:.0f}, first seed.json {seeds[0] - t0:.1f}, last {seeds[-1] - t0:.1f}, "
+          f"first run folder {stamp(folders[0]) - t0:.0f}" if seeds else "")
 cache = work / "shared" / ".jax-compilation-cache"
 entries = sorted(p.name.rsplit("-", 2)[0] for p in cache.glob("*-cache")) if cache.is_dir() else []
 print(f"  compilation cache: {len(entries)} programs ({', '.join(sorted(set(entries)))})" if entries
