@@ -160,9 +160,7 @@ class _MakerProcess:
         lines = [line for line in self.stderr.read().decode("utf-8", "replace").splitlines() if line.strip()]
         self.close()
         if code != 0:
-            from prednet_keras.childproc import exit_status
-
-            why = f"killed by signal {-code}" if code < 0 else f"exit status {exit_status(code)}"
+            why = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
             raise StartingPointError("Making the seeds' initial weights failed: " + (lines[-1] if lines else
                                      f"the process making them ended ({why})"))
         raise StartingPointError(f"The starting point of seed {missing[0]} was not written.")
