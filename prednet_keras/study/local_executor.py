@@ -53,16 +53,22 @@ def _start(spec, study_dir, run, seed_record, command, share_compilation, gate=N
     return _Running(run, process, log, partial, time.perf_counter(), gate)
 
 
-def _stop_held(item):
-    """Stops a run held at its gate (its configuration failed before compiling) and removes its folder: it
-    never trained, and stays pending as the configuration's queued runs do."""
-    item.process.send_signal(signal.SIGTERM)
+def _reap(item):
+    """Waits for a run's process told to stop (SIGTERM lets it record the interruption), killing it after
+    30 s, and closes its log."""
     try:
         item.process.wait(timeout=30)
     except subprocess.TimeoutExpired:
         item.process.kill()
         item.process.wait()
     item.log.close()
+
+
+def _stop_held(item):
+    """Stops a run held at its gate (its configuration failed before compiling) and removes its folder: it
+    never trained, and stays pending as the configuration's queued runs do."""
+    item.process.send_signal(signal.SIGTERM)
+    _reap(item)
     shutil.rmtree(item.folder, ignore_errors=True)
 
 
@@ -236,11 +242,7 @@ def _execute(spec, study_dir, pending, points, workers, command, progress, outco
             if item.process.poll() is None:
                 item.process.send_signal(signal.SIGTERM)
         for item in running:
-            try:
-                item.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                item.process.kill()
-            item.log.close()
+            _reap(item)
         raise
     finally:
         gates.remove()
