@@ -1,19 +1,23 @@
-"""Times the most used PyTorch port of PredNet (github.com/leido/pytorch-prednet) training on this CPU.
+"""Times the most used PyTorch port of PredNet (github.com/leido/pytorch-prednet) training, on the CPU or a GPU.
 
-Issue 25 asks for our CPU figures side by side with the port's. The port is not a dependency and none of
+Issue 25 asks for our figures side by side with the port's. The port is not a dependency and none of
 its code is in this repository: pass a checkout of it (`--port-dir`); its files' sha256 go into the JSON so
 that the measured code is named exactly. The port's training step is the one in its `kitti_train.py`:
 `PredNet(R, A, output_mode="error")`, the errors weighted over time (first frame 0, the rest 1/(nt-1)) and
 over layers (1, 0, 0, 0), their mean, Adam at lr 0.001, zero_grad, backward, step.
 
 The port calls `.cuda()` on its state and casts frames to `torch.cuda.FloatTensor`; to run it unchanged on
-a CPU, this script makes `Tensor.cuda` return the tensor itself and `torch.cuda.FloatTensor` name the CPU
-type, before the port is imported. Its model differs from Lotter's in ways that change the arithmetic, not
+a CPU (`--device cpu`), this script makes `Tensor.cuda` return the tensor itself and `torch.cuda.FloatTensor`
+name the CPU type, before the port is imported. On a GPU (`--device gpu`) the port runs as its
+`kitti_train.py` runs it: the model moved to the GPU, each batch copied there from host memory in the step,
+PyTorch's defaults otherwise (TF32 convolutions). Its model differs from Lotter's in ways that change the arithmetic, not
 the shape of the work: its ConvLSTM has convolutional peepholes (a third 3x3 convolution per layer and time
 step), and sigmoid, not hard sigmoid, gates.
 
     python scripts/port_bench.py --port-dir /tmp/port --threads 2 --batch-size 4 --steps 3 --warmup 1 \
         --json port.json
+    python3 scripts/port_bench.py --port-dir .port --device gpu --batch-size 16 --steps 20 --warmup 3 \
+        --json port-b16.json
 
 frames/s = batch * nt * steps / (sum of the timed steps' seconds), as prednet-bench counts it.
 """
@@ -33,7 +37,9 @@ REPOSITORY = "https://github.com/leido/pytorch-prednet"
 def parse_arguments(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port-dir", required=True, help="a checkout of leido/pytorch-prednet")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads (torch's intra- and inter-op pools); default: torch's own choice")
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--size", default="128x160", help="HxW of the frames")
     parser.add_argument("--nt", type=int, default=10)
@@ -62,30 +68,40 @@ def main(argv=None):
         sys.exit(f"port_bench: {args.json}: already exists; not overwritten")
     height, width = (int(part) for part in args.size.split("x"))
     digests = port_files(args.port_dir)
-    # Fixed before torch starts its pools, as prednet-bench's runtime fixes them for our torch runs.
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    if args.threads is not None:
+        # Fixed before torch starts its pools, as prednet-bench's runtime fixes them for our torch runs.
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch
 
-    torch.set_num_threads(args.threads)
-    torch.set_num_interop_threads(args.threads)
-    torch.Tensor.cuda = lambda self, *args, **kwargs: self
-    torch.cuda.FloatTensor = torch.FloatTensor
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+        torch.set_num_interop_threads(args.threads)
+    on_gpu = args.device == "gpu"
+    if on_gpu and not torch.cuda.is_available():
+        sys.exit("port_bench: --device gpu: torch sees no CUDA device")
+    if not on_gpu:
+        torch.Tensor.cuda = lambda self, *args, **kwargs: self
+        torch.cuda.FloatTensor = torch.FloatTensor
     sys.path.insert(0, os.path.abspath(args.port_dir))
     from prednet import PredNet  # noqa: E402  (the port's module, found through --port-dir)
 
     torch.manual_seed(args.seed)
     channels = (3, 48, 96, 192)
     model = PredNet(channels, channels, output_mode="error")
+    if on_gpu:
+        model.cuda()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
     nt = args.nt
     time_weights = torch.full((nt, 1), 1.0 / (nt - 1))
     time_weights[0] = 0
     layer_weights = torch.tensor([[1.0], [0.0], [0.0], [0.0]])
+    if on_gpu:
+        time_weights, layer_weights = time_weights.cuda(), layer_weights.cuda()
     generator = torch.Generator().manual_seed(args.seed)
     frames = torch.rand(args.batch_size, nt, 3, height, width, generator=generator)
 
     def step():
-        errors = model(frames)
+        errors = model(frames.cuda())  # a copy from host memory per step on a GPU, as in kitti_train.py
         batch = errors.size(0)
         errors = torch.mm(errors.view(-1, nt), time_weights)
         errors = torch.mm(errors.view(batch, -1), layer_weights)
@@ -93,8 +109,7 @@ def main(argv=None):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        return float(loss.detach())
-
+        return float(loss.detach())  # waits for the GPU
     warmup_seconds, step_seconds, losses = [], [], []
     for index in range(args.warmup + args.steps):
         started = time.perf_counter()
@@ -107,7 +122,7 @@ def main(argv=None):
     result = {
         "what": "the PyTorch port's training step, float32, synthetic frames in [0, 1)",
         "port": {"repository": REPOSITORY, "sha256": digests},
-        "config": {"threads": args.threads, "batch_size": args.batch_size, "size": [height, width],
+        "config": {"device": args.device, "threads": args.threads, "batch_size": args.batch_size, "size": [height, width],
                    "nt": nt, "channels": list(channels), "steps": args.steps, "warmup": args.warmup,
                    "seed": args.seed},
         "fps": frames_per_step * args.steps / sum(step_seconds),
@@ -119,13 +134,22 @@ def main(argv=None):
         "parameters": sum(p.numel() for p in model.parameters()),
         "environment": {"python": platform.python_version(), "torch": torch.__version__,
                         "machine": platform.machine(), "processor": _processor(),
-                        "OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"]},
+                        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+                        **(_gpu(torch) if on_gpu else {})},
     }
     if not all(map(_finite, losses)):
         sys.exit(f"port_bench: a loss is not finite ({losses}); no figure written")
     with open(args.json, "x") as handle:
         json.dump(result, handle, indent=1)
     print(f"port: {result['fps']:.2f} frames/s (median step {result['step_ms_median']:.0f} ms)")
+
+
+def _gpu(torch):
+    """What a GPU figure depends on: the card, CUDA and cuDNN, TF32, and the memory the step took."""
+    return {"gpu": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(), "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+            "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "device_peak_bytes": torch.cuda.max_memory_allocated()}
 
 
 def _finite(value):

@@ -1,0 +1,83 @@
+#!/bin/bash
+# Issue 25 on the GPU machine: our training side by side with the most used PyTorch port of PredNet
+# (github.com/leido/pytorch-prednet, run by scripts/port_bench.py, none of its code in this repository), in one
+# session: Lotter's KITTI configuration (3,48,96,192), 128x160, nt 10, Adam, float32 (TF32 convolutions, both
+# frameworks' default), synthetic frames, 20 timed steps after 3 warm-up steps, each configuration its own process.
+#
+#   PORT_DIR=.port bash scripts/device/port_h200.sh OUT
+#
+# PORT_DIR: a checkout of the port inside the repository in an ignored folder, carried to the GPU machine with the
+# command (`run`'s carry), e.g. `mkdir .port && git --git-dir=PORT.git archive HEAD | tar -x -C .port`.
+# For each batch size in PORT_BATCHES (default "16 4"), in this order:
+#   port-bB-r1                     the port (port_bench.py --device gpu)
+#   jax-float32-bB                 ours, JAX (the GPU default)
+#   torch-compiled-float32-bB      ours, PyTorch backend, torch.compile (--jit-compile)
+#   torch-compiled-cudagraphs-bB   the same with TORCHINDUCTOR_CUDAGRAPHS=1: Inductor's CUDA graphs, the switch
+#                                  torch.compile's mode "reduce-overhead" sets (Keras' jit_compile does not take
+#                                  a mode); the log says whether Inductor used or skipped them
+#   port-bB-r2                     the port again, so drift of the machine shows
+# until PERF_BUDGET_S (default 560) seconds have passed; PERF_ONLY="name ..." runs only those.
+# Run from the repository root after the set-up of ../shared/gpu/README.md. Writes into OUT: summary.txt, status.tsv,
+# port_h200.tgz (every JSON and log).
+script=port_h200
+default_budget=560
+source "$(dirname "$0")/budget_lib.sh"
+port=${PORT_DIR:?PORT_DIR: a checkout of github.com/leido/pytorch-prednet}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv > "$out/logs/nvidia-smi.csv" 2>&1
+python3 -c "from importlib.metadata import version as v; print(*(f'{n} {v(n)}' for n in ('jax', 'jaxlib', 'torch', 'keras')))" \
+    > "$out/logs/versions.txt" 2>&1
+tree_of_working_copy > "$out/logs/tree.txt" 2>&1
+
+port_run() {  # NAME BATCH
+    run "$1" 120 30 python3 "$(dirname "$0")/../port_bench.py" --port-dir "$port" --device "$device" \
+        --batch-size "$2" --steps 20 --warmup 3 --json "$out/$1.json" "${port_extra[@]}"
+}
+read -r -a port_extra <<< "${PORT_BENCH_EXTRA:-}"
+for b in ${PORT_BATCHES:-16 4}; do
+    port_run "port-b$b-r1" "$b"
+    bench "jax-float32-b$b" 120 30 --backend jax --batch-size "$b"
+    bench "torch-compiled-float32-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
+    TORCHINDUCTOR_CUDAGRAPHS=1 bench "torch-compiled-cudagraphs-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
+    port_run "port-b$b-r2" "$b"
+done
+
+python3 - "$out" <<'EOF' | tee "$out/summary.txt"
+import csv, json, os, re, statistics, sys
+
+out = sys.argv[1]
+status = list(csv.DictReader(open(os.path.join(out, "status.tsv")), delimiter="\t"))
+rows, port_fps = [], {}
+for row in status:
+    name = row["name"]
+    path = os.path.join(out, f"{name}.json")
+    if not os.path.exists(path):
+        rows.append((name, None, None, None, None, row["status"]))
+        continue
+    document = json.load(open(path))
+    batch = int(re.search(r"-b(\d+)", name).group(1))
+    if name.startswith("port"):
+        fps, median, first = document["fps"], document["step_ms_median"], document["warmup_seconds"][0]
+        port_fps.setdefault(batch, []).append(fps)
+        note = ""
+    else:
+        (result,) = document["results"]
+        train = result["train"]
+        fps, median, first = train["fps"], train["step_ms"]["median_ms"], train["warmup_seconds"][0]
+        graphs = train.get("torch_compiled_graphs") or {}
+        note = f"graphs {graphs.get('after_warmup')}/{graphs.get('after_timed_steps')}" if graphs else ""
+        log = open(os.path.join(out, "logs", f"{name}.log"), errors="replace").read()
+        skipped = sorted(set(re.findall(r"skipping cudagraphs due to ([^\n]{0,120})", log)))
+        if "cudagraphs" in name:
+            note += "; Inductor skipped CUDA graphs: " + " | ".join(skipped) if skipped else "; no CUDA-graph skip logged"
+    rows.append((name, batch, fps, median, first, (row["status"] + (f" ({note})" if note else ""))))
+print(f"{'configuration':<32}{'frames/s':>9}{'x port':>8}{'step ms':>9}{'1st step':>10}  status")
+for name, batch, fps, median, first, text in rows:
+    if fps is None:
+        print(f"{name:<32}{'-':>9}{'-':>8}{'-':>9}{'-':>10}  {text}")
+        continue
+    ratio = fps / statistics.mean(port_fps[batch]) if port_fps.get(batch) else float("nan")
+    print(f"{name:<32}{fps:>9.0f}{ratio:>7.2f}x{median:>9.1f}{first:>9.1f}s  {text}")
+print("x port: against the mean of the port's rounds at that batch size; '1st step' includes compilation.")
+EOF
+echo "total $(( $(date +%s) - started ))s; results in $dest (summary.txt, status.tsv, $script.tgz)"
