@@ -88,11 +88,14 @@ def table_rows(results):
 
 
 def _backend_text(runtime):
-    """The backend, with what changes its arithmetic: torch.compile, a mixed precision (`runtime`: a
-    records.Runtime)."""
+    """The backend, with what changes its arithmetic or how it runs: torch.compile (with Inductor's CUDA
+    graphs), a mixed precision (`runtime`: a records.Runtime)."""
     text = runtime.requested.backend
     if text == "torch" and runtime.get("jit_compile_used") is True:
         text += " compiled"
+        environment = (runtime.effective and runtime.effective.environment) or {}
+        if environment.get("TORCHINDUCTOR_CUDAGRAPHS") == "1":  # Inductor's CUDA graphs: another program
+            text += " cudagraphs"
     return text if runtime.precision == "float32" else f"{text} {runtime.precision}"
 
 

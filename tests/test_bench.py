@@ -168,3 +168,23 @@ def test_step_statistics_and_table():
     row = table.splitlines()[2]
     for text in ("prednet", "jax", "gpu (NVIDIA H200)", "16", "128x160", "1234.50", "32.4/35.0", "host 1024 MiB, GPU 3072 MiB"):
         assert text in row
+
+
+@pytest.mark.parametrize(
+    "runtime, label",
+    [
+        ({"requested": {"backend": "torch"}, "jit_compile_used": False}, "torch"),
+        ({"requested": {"backend": "torch"}, "jit_compile_used": True}, "torch compiled"),
+        ({"requested": {"backend": "torch"}, "jit_compile_used": True,
+          "effective": {"environment": {"TORCHINDUCTOR_CUDAGRAPHS": "1"}}}, "torch compiled cudagraphs"),
+        ({"requested": {"backend": "torch"}, "jit_compile_used": True,
+          "effective": {"environment": {"TORCHINDUCTOR_CUDAGRAPHS": "0"}, "precision": "mixed_bfloat16"}},
+         "torch compiled mixed_bfloat16"),
+        ({"requested": {"backend": "jax", "precision": "mixed_bfloat16"}}, "jax mixed_bfloat16"),
+    ],
+)
+def test_the_backend_label_names_what_changes_the_program(runtime, label):
+    # One line per program in the plots: torch.compile with Inductor's CUDA graphs is not plain torch.compile.
+    from prednet_keras.records import Runtime
+
+    assert bench_report._backend_text(Runtime.from_dict(runtime)) == label
