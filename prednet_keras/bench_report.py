@@ -123,9 +123,12 @@ def format_table(results):
     return "\n".join(out) + "\n"
 
 
-def plot_results(results, path, title="prednet-bench throughput (synthetic input)"):
+def plot_results(results, path, title="prednet-bench throughput (synthetic input)", others=None):
     """Writes a PNG of frames/s against batch size and against frame size (pixels), one line per model,
     backend (compiled or not), precision and phase.
+
+    `others`: {label: [(batch size, frames/s), ...]}, training figures measured by something else (another
+    implementation timed beside ours), drawn dashed on the batch-size panel.
 
     A panel is drawn for each swept quantity that takes more than one value; with
     no sweep, one bar chart of the phases.
@@ -174,6 +177,10 @@ def plot_results(results, path, title="prednet-bench throughput (synthetic input
         for label, points in sorted(lines.items()):
             points.sort()
             axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        for label, points in sorted((others or {}).items()) if by == "batch" else ():
+            points = sorted(points)
+            axes.plot([p[0] for p in points], [p[1] for p in points], marker="s", linestyle="--", color="gray",
+                      label=label)
         axes.set_xlabel("batch size" if by == "batch" else "pixels per frame (H x W)")
         axes.set_ylabel("frames / s")
         axes.set_xscale("log", base=2)

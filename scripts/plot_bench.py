@@ -6,7 +6,9 @@
 prednet-bench --plot draws one invocation's results; sweeps split over several
 invocations (or cut short by a time limit, which keeps the finished
 configurations in the JSON) are drawn together here. A file ending in .xz is
-read decompressed (docs/ keeps its raw JSON so).
+read decompressed (docs/ keeps its raw JSON so). scripts/port_bench.py's JSON
+files (the PyTorch port timed beside ours) may be given too: their frames/s,
+averaged per batch size over the files, are drawn as one dashed line.
 """
 
 import argparse
@@ -16,6 +18,8 @@ import sys
 
 from prednet_keras.bench_report import plot_results
 
+PORT = "leido/pytorch-prednet"
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -24,15 +28,22 @@ def main():
     parser.add_argument("--title", default="prednet-bench throughput (synthetic input)",
                         help="the figure's title (say the machine and what was compared)")
     args = parser.parse_args()
-    results = []
+    results, port = [], {}
     for path in args.inputs:
         try:
             with (lzma.open(path, "rt") if path.endswith(".xz") else open(path)) as handle:
-                results += json.load(handle)["results"]
-        except (OSError, ValueError, KeyError, lzma.LZMAError) as exc:
-            sys.exit(f"error: {path}: not a prednet-bench JSON file ({exc})")
-    plot_results(results, args.output, title=args.title)
-    print(f"{args.output}: {len(results)} configurations")
+                document = json.load(handle)
+            if "port" in document:  # scripts/port_bench.py
+                port.setdefault(document["config"]["batch_size"], []).append(document["fps"])
+            else:
+                results += document["results"]
+        except (OSError, ValueError, KeyError, TypeError, lzma.LZMAError) as exc:
+            sys.exit(f"error: {path}: not a prednet-bench or port_bench JSON file ({exc})")
+    others = {}
+    if port:
+        others[f"port ({PORT})"] = [(batch, sum(fps) / len(fps)) for batch, fps in port.items()]
+    plot_results(results, args.output, title=args.title, others=others)
+    print(f"{args.output}: {len(results)} configurations" + (f", the port at {len(port)} batch sizes" if port else ""))
 
 
 if __name__ == "__main__":
