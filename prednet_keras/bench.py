@@ -66,8 +66,8 @@ class BenchConfig(OptionsRecord):
             (its bprop). None: 10 (20 for prednet-chainer).
         stack_sizes: channels per layer, the first the image channels; None: (3, 48, 96, 192).
         autoencoder: "conv" or "dense" (autoencoder only; None: conv).
-        unroll: prednet only: unroll the training step's time loop (None: True,
-            prednet-train's default).
+        unroll: prednet and prednet-chainer: unroll the training step's time loop
+            (None: prednet-train's default, True for prednet, False for prednet-chainer).
         steps: timed steps per phase.
         warmup: steps run before timing (they include compilation).
         seed: seed of the synthetic input.
@@ -97,7 +97,7 @@ class BenchConfig(OptionsRecord):
             with_unroll = " or ".join(f"--model {k.name}" for k in model_kinds.kinds() if k.bench and k.bench.unroll)
             raise ValueError(f"--unroll/--no-unroll applies only to {with_unroll}, not to --model {config.model}.")
         if bench.unroll and config.unroll is None:
-            config.unroll = True
+            config.unroll = bench.unroll_default
         if bench.image_shape is not None:
             for name in ("size", "nt", "stack_sizes"):
                 if getattr(config, name) is not None:

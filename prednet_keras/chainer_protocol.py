@@ -257,9 +257,11 @@ class ChainerWindowModel(keras.Model):
         bprop: steps per window.
         tbptt: "chainer" or "clean" (see the module docstring).
         emulate_cpu_aliasing: train every step towards the window's last frame.
+        unroll: the window's time loop unrolled in the compiled update (see
+            `ChainerPredNetTrainer`).
     """
 
-    def __init__(self, cell, bprop, tbptt="chainer", emulate_cpu_aliasing=False, **kwargs):
+    def __init__(self, cell, bprop, tbptt="chainer", emulate_cpu_aliasing=False, unroll=False, **kwargs):
         super().__init__(**kwargs)
         if tbptt not in TBPTT_MODES:
             raise ValueError(f"tbptt must be one of {', '.join(TBPTT_MODES)}, got {tbptt!r}.")
@@ -268,7 +270,8 @@ class ChainerWindowModel(keras.Model):
         self.cell = cell
         # A plain RNN around the same cell: the window needs the final states,
         # the saved model does not (it keeps the ChainerPredNet wrapper).
-        self.rnn = keras.layers.RNN(cell, return_sequences=True, return_state=True, name="window_rnn")
+        self.rnn = keras.layers.RNN(cell, return_sequences=True, return_state=True, unroll=bool(unroll),
+                                    name="window_rnn")
         self.bprop = int(bprop)
         self.tbptt = tbptt
         self.emulate_cpu_aliasing = bool(emulate_cpu_aliasing)
@@ -331,6 +334,15 @@ class ChainerPredNetTrainer:
         jit_compile: Model.compile's jit_compile.
         run_eagerly: Model.compile's run_eagerly (no tracing; for debugging and
             quick tests, slow per update on large frames).
+        unroll: unroll the window's time loop in the compiled update. The same
+            operations: rolled (the default, as every run before the option),
+            JAX and TensorFlow run the loop as one compiled step repeated bprop
+            times (JAX's `lax.scan`); unrolled, the compiler sees the whole
+            window. Which is faster depends on the backend: at the paper's size on
+            2 CPU cores JAX takes 7.7 s per update unrolled against 104.6 s rolled,
+            TensorFlow 6.8 s against 4.2 s; torch loops in Python either way
+            (scripts/chainer_unroll_probe.py, docs/benchmarks.md). Losses may
+            differ in their last digits (the compiler may order sums differently).
 
     Example:
 
@@ -351,12 +363,14 @@ class ChainerPredNetTrainer:
         optimizer=None,
         jit_compile="auto",
         run_eagerly=False,
+        unroll=False,
     ):
         self.frame_shape = tuple(int(s) for s in frame_shape)
         self.bprop = int(bprop)
+        self.unroll = bool(unroll)
         self.layer = build_chainer_prednet(self.frame_shape, model_config, return_sequences=True)
         self.window_model = ChainerWindowModel(
-            self.layer.cell, self.bprop, tbptt, emulate_cpu_aliasing, name="chainer_prednet_window"
+            self.layer.cell, self.bprop, tbptt, emulate_cpu_aliasing, unroll=self.unroll, name="chainer_prednet_window"
         )
         self.window_model.compile(
             optimizer=optimizer if optimizer is not None else chainer_adam(),
@@ -437,6 +451,7 @@ def train_chainer_prednet(
     period=None,
     bprop=None,
     on_start=None,
+    unroll=False,
 ):
     """Trains the Chainer PredNet as the authors' main.py did (see the module docstring).
 
@@ -462,6 +477,8 @@ def train_chainer_prednet(
         period, bprop: override the protocol's.
         on_start: called once with the layer being trained, after its initial
             weights are set and before the first update (e.g. to snapshot weights).
+        unroll: the window's time loop unrolled in the compiled update
+            (`ChainerPredNetTrainer`).
 
     Returns:
         ProtocolResult: model = the trained prediction model (frames ->
@@ -489,6 +506,7 @@ def train_chainer_prednet(
         if optimizer is not None
         else chainer_adam(protocol.lr, protocol.beta_1, protocol.beta_2, protocol.epsilon),
         jit_compile=jit_compile,
+        unroll=unroll,
     )
     initial = load_initial_weights_into(trainer.layer, initial_weights, seed)
     if on_start is not None:
@@ -521,6 +539,7 @@ def train_chainer_prednet(
         "model_config": trainer.model_config,
         "tbptt": tbptt,
         "emulate_cpu_aliasing": bool(emulate_cpu_aliasing),
+        "unroll": trainer.unroll,
         "sequences": len(sequences),
         "sequence_lengths": [len(s) for s in sequences],
         "frames_seen": frames_seen,

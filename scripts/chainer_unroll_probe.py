@@ -4,8 +4,7 @@ The 30-seed arm of the paper study is bound by the GPU's throughput at batch 1 (
 with 16 processes sharing it). The Chainer-lineage window runs its time loop through `keras.layers.RNN` rolled:
 on JAX a `lax.scan`, whose body XLA compiles once and runs 20 times, launching its kernels per step. Unrolled,
 XLA sees the 20 steps as one program and can fuse and schedule across them. This probe builds the study's
-trainer (`ChainerPredNetTrainer`, the paper's model and size) with the window's RNN rolled or unrolled (the
-RNN's `unroll` attribute set before the first update traces it), runs the first update (compilation) and then
+trainer (`ChainerPredNetTrainer`, the paper's model and size) with the window's RNN rolled or unrolled, runs the first update (compilation) and then
 --updates updates on one synthetic window sequence, and writes the timings and every loss.
 
     KERAS_BACKEND=jax python3 scripts/chainer_unroll_probe.py --unroll --json unrolled.json
@@ -42,9 +41,9 @@ def main(argv=None):
     height, width = (int(part) for part in args.size.split("x"))
     keras.utils.set_random_seed(args.seed)
     trainer = ChainerPredNetTrainer(
-        (height, width, 3), {"stack_sizes": tuple(int(s) for s in args.stack_sizes.split(","))}, bprop=args.bprop
+        (height, width, 3), {"stack_sizes": tuple(int(s) for s in args.stack_sizes.split(","))}, bprop=args.bprop,
+        unroll=args.unroll,
     )
-    trainer.window_model.rnn.unroll = args.unroll  # read when the RNN is first called (traced)
     rng = np.random.default_rng(args.seed)
     frames = rng.random((args.bprop * (args.updates + 1) + 1, height, width, 3), dtype=np.float32)
     seconds, losses = [], []

@@ -46,7 +46,7 @@ Examples:
 @click.option("--sizes", type=FrameSizeList(), help="Several frame sizes to sweep, e.g. 64x80,128x160 (instead of --size).")
 @click.option("--nt", type=click.IntRange(min=1), help="Frames per sequence; for prednet-chainer frame steps per truncated-BPTT window [default: 10; 20 for prednet-chainer].")
 @click.option("--stack-sizes", type=IntList(), help="Channels per layer; the first is the image channels [default: 3,48,96,192 (KITTI)].")
-@click.option("--unroll/--no-unroll", default=None, help="prednet only: the training step's time loop unrolled, as prednet-train trains by default [default: unroll].")
+@click.option("--unroll/--no-unroll", default=None, help="prednet and prednet-chainer: the training step's time loop unrolled or rolled [default: as prednet-train trains, prednet unrolled, prednet-chainer rolled].")
 @click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True, help="Timed steps per phase.")
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed steps first (the first compiles).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the synthetic input frames.")

@@ -16,13 +16,13 @@ RESUME_MAY_CHANGE = {"epochs", "quiet", "output", "resume"}
 # Lotter's recipe only: refused with the study models (issue 9), which follow their protocol.
 LOTTER_ONLY = (
     "nt", "batch_size", "epochs", "steps_per_epoch", "lr", "lr_drop_epoch", "lr_drop_factor",
-    "layer_loss", "val_sequences", "val_data", "val_fraction", "unroll", "augment", "patience", "devices",
+    "layer_loss", "val_sequences", "val_data", "val_fraction", "augment", "patience", "devices",
 )
 # The study models' options: refused with --model prednet.
 STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder", "period", "bprop", "images")
 # Every option a model kind may refuse (model_kinds: each kind names the options that apply to it), in the
 # order an error lists them.
-KIND_OPTIONS = LOTTER_ONLY + ("stack_sizes", "r_stack_sizes", "filter_size", "size", "tbptt", "emulate_cpu_aliasing",
+KIND_OPTIONS = LOTTER_ONLY + ("unroll", "stack_sizes", "r_stack_sizes", "filter_size", "size", "tbptt", "emulate_cpu_aliasing",
                               "period", "bprop", "autoencoder", "images", "protocol", "data")
 RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "xla", "precision",
                    "devices")
@@ -89,7 +89,7 @@ Examples:
 @click.option("--layer-loss", type=LayerLoss(), default="L_0", show_default=True, help="Weight of each layer's error: L_0 (pixels only), L_all (1, then 0.1), or a comma list.")
 @click.option("--val-sequences", type=click.IntRange(min=0), default=100, show_default=True, help="Fixed validation sequences (0: none; the best model is then the lowest training loss).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the initial weights and of the order of training sequences.")
-@click.option("--unroll/--no-unroll", default=True, show_default=True, help="Unroll the time loop in the compiled training step: the same operations, which XLA then optimises across time steps (1.3x faster with JAX on an H200; no change with TensorFlow on a CPU).")
+@click.option("--unroll/--no-unroll", default=None, help="prednet and prednet-chainer: unroll the time loop in the compiled training step: the same operations, which the compiler then optimises across time steps. prednet: 1.3x faster with JAX on an H200, no change with TensorFlow on a CPU [default: unroll]. prednet-chainer's window, at the paper's size on 2 CPU cores: 13.6x faster with JAX, 1.6x slower with TensorFlow [default: no unroll].")
 @click.option("--augment", type=click.Choice(["flip", "reverse"]), multiple=True, help="Augment the training sequences (repeatable): flip mirrors a sequence left-right, reverse plays it backwards, each drawn with probability 1/2 per sequence from the seed [default: none, as the recipe].")
 @click.option("--patience", type=click.IntRange(min=1), help="Stop early once the validation loss has not improved for N epochs (Keras' EarlyStopping); model.keras stays the best epoch's, and the manifest's result.stopped_early says when and why. An early-stopped run is complete: --resume refuses it [default: train every epoch].")
 @click.option("--init-weights", type=click.Path(dir_okay=False), help="Start from these initial weights (e.g. another run's initial_weights.h5) instead of the seed's.")
@@ -270,7 +270,7 @@ def _train_config(options):
         size=options["size"],
         seed=options["seed"],
         init_weights=options["init_weights"],
-        unroll=options["unroll"],
+        unroll=True if options["unroll"] is None else options["unroll"],
         # The order the flags came in does not matter: augment_sequence applies them in one order.
         augment=tuple(name for name in AUGMENTATIONS if name in options["augment"]),
         patience=options["patience"],

@@ -44,6 +44,7 @@ class BenchDefaults:
         image_shape: the fixed (H, W, C) of one input when `size` is None.
         variants: the choices of BenchConfig.autoencoder (the architecture), or None.
         unroll: whether the kind has the unroll switch (BenchConfig.unroll).
+        unroll_default: the switch's value when not given (the kind's training default).
         train_batch_one: trained at batch 1 only (another batch only for --mode infer).
         fixed_note: how the fixed shape is described in an error ("28x28 MNIST images").
     """
@@ -54,6 +55,7 @@ class BenchDefaults:
     image_shape: tuple = None
     variants: tuple = None
     unroll: bool = False
+    unroll_default: bool = True
     train_batch_one: bool = False
     fixed_note: str = ""
 

@@ -12,12 +12,15 @@ class ChainerKind(ProtocolKind):
     name = "prednet-chainer"
     help = "the study's Chainer-lineage PredNet"
     options = ("protocol", "tbptt", "emulate_cpu_aliasing", "stack_sizes", "r_stack_sizes", "filter_size", "data",
-               "size", "seed", "init_weights", "period", "bprop")
+               "size", "seed", "init_weights", "period", "bprop", "unroll")
     arm_factors = {"tbptt": "chainer", "emulate_cpu_aliasing": False}
     protocol_overrides = ("period", "bprop")
     accepts_chainer_npz = True
     history_columns = ("update", "loss", "window_loss", "sequence", "frame", "frames_seen", "steps", "seconds")
-    bench = base.BenchDefaults(size=(120, 160), nt=20, min_nt=1, train_batch_one=True)
+    bench = base.BenchDefaults(size=(120, 160), nt=20, min_nt=1, train_batch_one=True, unroll=True,
+                               unroll_default=False)
+    # [train] options added after studies were run, with the value those runs had.
+    predating_train_options = {"unroll": False}
 
     def factor_rules(self):
         return {"tbptt": rules.Choice(TBPTT_MODES), "emulate_cpu_aliasing": rules.Boolean()}
@@ -31,6 +34,10 @@ class ChainerKind(ProtocolKind):
             config.filter_size = 3
         if config.size is None:
             config.size = CHAINER_DEFAULT_SIZE
+        if config.unroll is None:
+            # Rolled, as every run before the option: unrolled is faster with JAX and slower with TensorFlow
+            # (ChainerPredNetTrainer's unroll).
+            config.unroll = False
         return config
 
     def validate_config(self, config):
@@ -38,6 +45,8 @@ class ChainerKind(ProtocolKind):
             raise ValueError("--autoencoder applies to --model autoencoder, not to --model prednet-chainer.")
         if config.images is not None:
             raise ValueError("--images applies to --model autoencoder, not to --model prednet-chainer.")
+        if not isinstance(config.unroll, bool):
+            raise ValueError(f"--unroll must be true or false, got {config.unroll!r}.")
         if config.tbptt not in TBPTT_MODES:
             raise ValueError(f"--tbptt must be one of {', '.join(TBPTT_MODES)}, got {config.tbptt!r}.")
         if config.filter_size < 1 or config.filter_size % 2 == 0:
@@ -111,6 +120,7 @@ class ChainerKind(ProtocolKind):
             on_update=on_update,
             jit_compile=jit_compile,
             on_start=on_start,
+            unroll=config.unroll,
         )
 
     # -- prednet-bench ------------------------------------------------------------------------------------
@@ -121,7 +131,8 @@ class ChainerKind(ProtocolKind):
         from prednet_keras.chainer_protocol import ChainerPredNetTrainer
 
         model_config = {"stack_sizes": tuple(config.stack_sizes)}
-        trainer = ChainerPredNetTrainer(config.frame_shape, model_config, bprop=config.nt, jit_compile=jit_compile)
+        trainer = ChainerPredNetTrainer(config.frame_shape, model_config, bprop=config.nt, jit_compile=jit_compile,
+                                        unroll=config.unroll)
         parameters = int(trainer.layer.count_params())
         if phase == "train":
             # One window: nt frame steps (nt + 1 frames: inputs and the last target), batch 1.
@@ -134,7 +145,8 @@ class ChainerKind(ProtocolKind):
 
             notes = (
                 "ChainerPredNetTrainer.update: one truncated-BPTT window of nt frame steps at batch 1 "
-                "(tbptt chainer, Chainer's Adam), as train_chainer_prednet"
+                f"(tbptt chainer, Chainer's Adam, time loop {'unrolled' if config.unroll else 'rolled'}), as "
+                "train_chainer_prednet"
             )
         else:
             predictor = trainer.prediction_model(nt=config.nt)

@@ -49,6 +49,8 @@ class StudyConfig(OptionsRecord):
         period, bprop: prednet-chainer only: frames stepped through and frames
             per update, instead of the protocol's (a scaled-down protocol).
         images: autoencoder only: training images instead of the protocol's.
+        unroll: prednet-chainer only: the window's time loop unrolled in the
+            compiled update (default False: rolled, as records without it).
     """
 
     WHAT = "training options"
@@ -68,6 +70,14 @@ class StudyConfig(OptionsRecord):
     period: int = None
     bprop: int = None
     images: int = None
+    unroll: bool = None
+
+    @classmethod
+    def from_dict(cls, values):
+        """The record a to_dict() produced; a prednet-chainer record without `unroll` predates it (rolled)."""
+        if values.get("model", cls.model) == "prednet-chainer" and "unroll" not in values:
+            values = {**values, "unroll": False}
+        return super().from_dict(values)
 
     def _kind(self):
         models = study_model_names()
@@ -130,6 +140,7 @@ def protocol_train_rules():
         "period": rules.Whole(1, 10_000_000, "frames stepped through by one run; the paper's protocol: 5,000"),
         "bprop": rules.Whole(1, 1000, "frames per update, all held in one compiled window"),
         "images": rules.Whole(1, 10_000_000, "updates of one run; the paper's protocol: 60,000"),
+        "unroll": rules.Boolean(),
     }
 
 
@@ -147,7 +158,7 @@ class ProtocolKind(base.ModelKind):
     def config_from_options(self, options, explicit):
         values = {"model": self.name, "protocol": options["protocol"] or "paper"}
         for name in ("tbptt", "emulate_cpu_aliasing", "autoencoder", "stack_sizes", "r_stack_sizes", "filter_size",
-                     "data", "size", "seed", "init_weights", "period", "bprop", "images"):
+                     "data", "size", "seed", "init_weights", "period", "bprop", "images", "unroll"):
             values[name] = options[name] if name in self.options else None
         return StudyConfig(**values)
 

@@ -313,6 +313,37 @@ def test_a_study_run_before_a_train_option_existed_resumes_with_that_options_old
         runner._check_compatible(recorded, load_spec(augmented), tmp_path)
 
 
+def test_the_study_windows_unroll_is_one_train_option_recorded_rolled_before_it_existed(tmp_path):
+    import json
+    from pathlib import Path
+
+    from prednet_keras.study import runner
+    from prednet_keras.study_train import StudyConfig
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "study" / "chainer-configurations.toml"
+    spec = load_spec(path)
+    assert spec.train["unroll"] is False  # the default: rolled, as every run before the option
+    recorded = json.loads(json.dumps(spec.to_dict()))
+    del recorded["train"]["unroll"]  # a study.json from before the option
+    runner._check_compatible(recorded, spec, tmp_path)
+    unrolled = tmp_path / "unrolled.toml"
+    unrolled.write_text(path.read_text().replace("period = 4000", "period = 4000\nunroll = true"))
+    assert load_spec(unrolled).train["unroll"] is True
+    with pytest.raises(SpecError, match=r"another \[train\] unroll"):
+        runner._check_compatible(recorded, load_spec(unrolled), tmp_path)
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text(path.read_text().replace("period = 4000", 'period = 4000\nunroll = "yes"'))
+    with pytest.raises(SpecError, match="unroll"):
+        load_spec(wrong)
+    # A run's options read back: a prednet-chainer record without the key was rolled; an autoencoder has none.
+    assert StudyConfig.from_dict({"model": "prednet-chainer", "seed": 1}).unroll is False
+    assert StudyConfig.from_dict({"model": "prednet-chainer", "unroll": True}).unroll is True
+    assert StudyConfig.from_dict({"model": "autoencoder"}).unroll is None
+    assert StudyConfig(model="autoencoder").resolved().unroll is None
+    with pytest.raises(ValueError, match="--unroll applies to --model prednet-chainer"):
+        StudyConfig(model="autoencoder", unroll=True).resolved()
+
+
 def test_every_option_a_spec_can_set_has_a_rule():
     # The door types every key (spec_rules); an option added to a config class needs its rule there too.
     from prednet_keras.runtime import RuntimeConfig

@@ -94,10 +94,12 @@ def test_protocol_metric():
     assert protocol_metric([1.0, 3.0], 50, "updates")["count"] == 2
 
 
-def test_logged_values_carry_state_and_reset_per_sequence(tmp_path):
+@pytest.mark.parametrize("unroll", [False, True], ids=["rolled", "unrolled"])
+def test_logged_values_carry_state_and_reset_per_sequence(unroll, tmp_path):
     """Weights held still (SGD, lr 0): each logged value is the MSE of the window's last frame,
     computed by NumPy from the sequence's start (state carried over the windows before it,
-    reset at each sequence); a cycle through the sequences repeats the same values."""
+    reset at each sequence); a cycle through the sequences repeats the same values. The window's
+    time loop rolled or unrolled (padded first windows included) computes the same equations."""
     rng = np.random.default_rng(2)
     sequences = [(rng.random((n, 8, 8, 3)) * 255).astype(np.uint8) for n in (9, 7)]
     records = []
@@ -105,8 +107,9 @@ def test_logged_values_carry_state_and_reset_per_sequence(tmp_path):
         sequences,
         model_config=dict(stack_sizes=(3, 4)),
         protocol=ChainerProtocol("t", period=31, bprop=4, metric_updates=3),
-        optimizer=keras.optimizers.SGD(learning_rate=0.0), on_update=records.append, seed=4,
+        optimizer=keras.optimizers.SGD(learning_rate=0.0), on_update=records.append, seed=4, unroll=unroll,
     )
+    assert result.summary["unroll"] is unroll
     assert result.records == records and len(records) == 7
     assert [(r["sequence"], r["frame"], r["frames_seen"], r["steps"]) for r in records] == [
         (0, 3, 3, 3), (0, 7, 7, 4), (1, 3, 11, 3), (0, 3, 17, 3), (0, 7, 21, 4), (1, 3, 25, 3), (0, 3, 31, 3)]
@@ -128,6 +131,23 @@ def test_logged_values_carry_state_and_reset_per_sequence(tmp_path):
         assert record["loss"] == pytest.approx(last, rel=1e-5)
         assert record["window_loss"] == pytest.approx(window_loss, rel=1e-5)
     assert [r["loss"] for r in records[3:6]] == [r["loss"] for r in records[:3]]
+
+
+def test_unrolled_window_trains_as_the_rolled_one():
+    """Adam on, three windows (the first padded): unrolling the window's time loop changes how it is compiled,
+    not what is trained; losses and weights agree to float32 round-off."""
+    video = moving_bars(12, size=8)
+    protocol = ChainerProtocol("t", period=11, bprop=4, metric_updates=2)
+    results = {unroll: train_chainer_prednet([video], model_config=dict(stack_sizes=(3, 4)), protocol=protocol,
+                                             seed=3, unroll=unroll) for unroll in (False, True)}
+    rolled, unrolled = results[False], results[True]
+    assert len(rolled.records) == len(unrolled.records) == 3
+    for a, b in zip(rolled.records, unrolled.records):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+        assert b["window_loss"] == pytest.approx(a["window_loss"], rel=1e-5)
+    assert rolled.records[-1]["loss"] != rolled.records[0]["loss"]  # the weights did change
+    for a, b in zip(rolled.model.get_weights(), unrolled.model.get_weights()):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
 
 
 def moving_bars(count, size=8, seed=0):

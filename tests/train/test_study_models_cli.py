@@ -50,13 +50,14 @@ def test_prednet_chainer_quick(tmp_path, tiny_npz):
     folder = tmp_path / "chainer"
     result = train(
         ["--model", "prednet-chainer", "--protocol", "quick", "--stack-sizes", "3,4", "--size", "32x32",
-         "--tbptt", "clean", "--emulate-cpu-aliasing", "--data", tiny_npz, "--quiet", "-o", folder]
+         "--tbptt", "clean", "--emulate-cpu-aliasing", "--unroll", "--data", tiny_npz, "--quiet", "-o", folder]
     )
     # 2 sources of 24 frames, 60 frames stepped through: one 19-step window per sequence.
     frames, sources = moving_squares()
     windows, _ = chainer_protocol.plan_windows([24, 24], 60, 20)
     manifest, rows = _check_run(folder, result, "prednet-chainer", len(windows))
     assert manifest["options"]["tbptt"] == "clean" and manifest["options"]["emulate_cpu_aliasing"] is True
+    assert manifest["options"]["unroll"] is True and manifest["result"]["unroll"] is True
     assert manifest["result"]["model_config"]["stack_sizes"] == [3, 4]
     assert manifest["metric"]["name"] == "mean_last_2_updates"
     assert [int(r["frame"]) for r in rows] == [w.last_step for w in windows]
@@ -103,6 +104,7 @@ def test_autoencoder_quick(tmp_path):
         (["--model", "prednet-chainer", "--autoencoder", "conv"], "--autoencoder does not apply"),
         (["--model", "autoencoder", "--tbptt", "clean"], "--tbptt does not apply to --model autoencoder"),
         (["--model", "autoencoder", "--size", "32x32"], "--size does not apply to --model autoencoder"),
+        (["--model", "autoencoder", "--no-unroll"], "--unroll does not apply to --model autoencoder"),
         (["--model", "prednet-chainer", "--augment", "flip"], "--augment does not apply to --model prednet-chainer"),
         (["--model", "autoencoder", "--resume"], "--resume is not available for --model autoencoder"),
         (["--model", "prednet-chainer", "--stack-sizes", "3,4", "--size", "33x32"], "not divisible by 2**1"),
