@@ -19,6 +19,8 @@
 # leaves step 2 out (for the nondeterministic arm the comparison proves nothing: its runs differ by nature).
 # STUDY_RUN_EXTRA: options appended to the first `prednet-study run` (e.g. --no-compile-cache, to measure the arm
 # without the shared cache).
+# STUDY_UNROLL=1: the spec with `unroll = true` in [train] (the window's time loop unrolled; work folder's
+# paper-unrolled.toml), for both study runs.
 # STUDY_MPS=1: run step 1 under CUDA's Multi-Process Service (a daemon of this user, pipes under the work folder;
 # the GPU's settings are not touched), so that the processes' kernels can run on the GPU at the same time instead
 # of taking turns; the daemon is stopped before step 2, which so proves that MPS changes no number. Where
@@ -64,13 +66,20 @@ echo "MPS: $mps" > "$work/logs/mps.txt"
 # Byte-compiled first, as `pip install` leaves an installed package (the set-up installs with --no-compile):
 # otherwise the arm's first processes would spend seconds compiling Keras' and our sources.
 python3 -m compileall -q -j 0 "$PWD/prednet_keras" $(python3 -c "import keras, os; print(os.path.dirname(keras.__file__))" 2>/dev/null) > "$work/logs/compileall.txt" 2>&1
+spec=paper
+if [ "${STUDY_UNROLL:-0}" = 1 ]; then
+    spec=$work/paper-unrolled.toml
+    sed 's/^protocol = "paper"$/protocol = "paper"\nunroll = true/' prednet_keras/study/specs/paper.toml > "$spec"
+    grep -qx 'unroll = true' "$spec" || { echo "STUDY_UNROLL: could not set unroll in $spec" >&2; exit 2; }
+fi
 t0=$(date +%s.%N)
-timeout -k 10 "$limit" python3 -m prednet_keras.cli.study run paper -o "$work/shared" --only "$arm" \
+timeout -k 10 "$limit" python3 -m prednet_keras.cli.study run "$spec" -o "$work/shared" --only "$arm" \
     -j "$workers" --quiet ${STUDY_RUN_EXTRA:-} > "$work/logs/shared.log" 2>&1
 shared_code=$?
 [ "$mps" = on ] && { echo get_server_list | nvidia-cuda-mps-control >> "$work/logs/mps.txt" 2>&1; stop_mps; }
 t1=$(date +%s.%N)
-sed 's/^seeds = 30$/seeds = 2/' prednet_keras/study/specs/paper.toml > "$work/paper-2-seeds.toml"
+sed 's/^seeds = 30$/seeds = 2/' "$([ "$spec" = paper ] && echo prednet_keras/study/specs/paper.toml || echo "$spec")" \
+    > "$work/paper-2-seeds.toml"
 if (( alone_limit > 0 )); then
     timeout -k 10 "$alone_limit" python3 -m prednet_keras.cli.study run "$work/paper-2-seeds.toml" -o "$work/alone" \
         --only "$arm" -j 1 --quiet --no-report --no-compile-cache > "$work/logs/alone.log" 2>&1
@@ -87,7 +96,10 @@ t0, t1, t2 = map(float, sys.argv[4:7])
 arm = sys.argv[9]
 shared = sorted((work / "shared" / "runs" / arm).glob("seed-*"))
 done = [r for r in shared if json.loads((r / "manifest.json").read_text()).get("status") == "complete"]
-print(f"shared GPU ({sys.argv[8]}): prednet-study run paper --only {arm} -j {sys.argv[7]}: exit {shared_code}, "
+spec = json.loads((work / "shared" / "study.json").read_text())["spec"] if (work / "shared" / "study.json").exists() else {}
+unroll = spec.get("train", {}).get("unroll")
+print(f"shared GPU ({sys.argv[8]}): prednet-study run paper --only {arm} -j {sys.argv[7]} (window "
+      f"{'unrolled' if unroll else 'rolled'}): exit {shared_code}, "
       f"{t1 - t0:.0f} s wall, {len(done)} of 30 runs complete")
 for r in done[:3]:
     m = json.loads((r / "manifest.json").read_text())
