@@ -339,10 +339,11 @@ class ChainerPredNetTrainer:
             JAX and TensorFlow run the loop as one compiled step repeated bprop
             times (JAX's `lax.scan`); unrolled, the compiler sees the whole
             window. Which is faster depends on the backend: at the paper's size on
-            2 CPU cores JAX takes 7.7 s per update unrolled against 104.6 s rolled,
-            TensorFlow 6.8 s against 4.2 s; torch loops in Python either way
-            (scripts/chainer_unroll_probe.py, docs/benchmarks.md). Losses may
-            differ in their last digits (the compiler may order sums differently).
+            2 CPU cores JAX takes about 8 s per update unrolled against 105 s
+            rolled, TensorFlow shows no consistent difference; torch loops in
+            Python either way (scripts/chainer_unroll_probe.py,
+            docs/benchmarks.md). Losses may differ in their last digits (the
+            compiler may order sums differently).
 
     Example:
 
