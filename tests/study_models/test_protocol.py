@@ -133,6 +133,7 @@ def test_logged_values_carry_state_and_reset_per_sequence(unroll, tmp_path):
     assert [r["loss"] for r in records[3:6]] == [r["loss"] for r in records[:3]]
 
 
+@pytest.mark.slow  # two compilations of the window; the fast loop checks both forms against NumPy above
 def test_unrolled_window_trains_as_the_rolled_one():
     """Adam on, three windows (the first padded): unrolling the window's time loop changes how it is compiled,
     not what is trained; losses and weights agree to float32 round-off."""
