@@ -35,8 +35,7 @@ class ChainerKind(ProtocolKind):
         if config.size is None:
             config.size = CHAINER_DEFAULT_SIZE
         if config.unroll is None:
-            # Rolled, as every run before the option: unrolled is faster with JAX and slower with TensorFlow
-            # (ChainerPredNetTrainer's unroll).
+            # Rolled, as every run before the option (which is faster depends on the backend: ChainerPredNetTrainer).
             config.unroll = False
         return config
 

@@ -74,10 +74,10 @@ class StudyConfig(OptionsRecord):
 
     @classmethod
     def from_dict(cls, values):
-        """The record a to_dict() produced; a prednet-chainer record without `unroll` predates it (rolled)."""
-        if values.get("model", cls.model) == "prednet-chainer" and "unroll" not in values:
-            values = {**values, "unroll": False}
-        return super().from_dict(values)
+        """The record a to_dict() produced; options it predates take the value its runs had (the kind's
+        predating_train_options: a prednet-chainer record without `unroll` trained rolled)."""
+        kind = base.find(values.get("model", cls.model))
+        return super().from_dict({**(kind.predating_train_options if kind else {}), **values})
 
     def _kind(self):
         models = study_model_names()
