@@ -28,9 +28,6 @@ script=bf16_h200
 default_budget=220
 source "$(dirname "$0")/budget_lib.sh"
 
-nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv > "$out/logs/nvidia-smi.csv" 2>&1
-python3 -c "from importlib.metadata import version as v; print(*(f'{n} {v(n)}' for n in ('jax', 'jaxlib', 'keras')))" \
-    > "$out/logs/versions.txt" 2>&1
 tree_of_working_copy > "$out/logs/tree.txt" 2>&1
 
 

@@ -1,7 +1,8 @@
 # Shared by the GPU measurement scripts (perf_h200.sh, bf16_h200.sh): source it after setting
 #   script (the script's name, e.g. perf_h200) and default_budget (seconds)
 # with the script's arguments still in "$@". It makes the work folder PERF_WORK (default /tmp/<script with
-# '-' for '_'>), packs it into OUT/<script>.tgz (with status.tsv and summary.txt beside it) on exit, and defines
+# '-' for '_'>), records the GPU and library versions in its logs/, packs it into OUT/<script>.tgz (with status.tsv
+# and summary.txt beside it) on exit, and defines
 #   run NAME CAP_S MIN_S COMMAND...    COMMAND under timeout, at most CAP_S and at most what is left of
 #                                      PERF_BUDGET_S; skipped when less than MIN_S is left; the outcome
 #                                      goes to status.tsv
@@ -36,6 +37,13 @@ started=$(date +%s)
 status="$out/status.tsv"
 printf 'name\tstatus\tseconds\tstarted_at\n' > "$status"
 export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1
+# What every figure depends on: the card and driver, the libraries (torch listed where installed).
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv > "$out/logs/nvidia-smi.csv" 2>&1
+python3 -c "from importlib.metadata import version as v, PackageNotFoundError
+def installed(n):
+    try: return f'{n} {v(n)}'
+    except PackageNotFoundError: return f'{n} not installed'
+print(*map(installed, ('jax', 'jaxlib', 'torch', 'keras')))" > "$out/logs/versions.txt" 2>&1
 
 tree_of_working_copy() {
     local index

@@ -31,9 +31,6 @@ script=perf_h200
 default_budget=400
 source "$(dirname "$0")/budget_lib.sh"
 
-nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv > "$out/logs/nvidia-smi.csv" 2>&1
-python3 -c "from importlib.metadata import version as v; print(*(f'{n} {v(n)}' for n in ('jax', 'jaxlib', 'torch', 'keras')))" \
-    > "$out/logs/versions.txt" 2>&1
 
 
 # First what takes longest and is least certain: the first torch.compile configuration, compiling on the CPU

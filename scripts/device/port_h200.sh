@@ -24,9 +24,6 @@ default_budget=560
 source "$(dirname "$0")/budget_lib.sh"
 port=${PORT_DIR:?PORT_DIR: a checkout of github.com/leido/pytorch-prednet}
 
-nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv > "$out/logs/nvidia-smi.csv" 2>&1
-python3 -c "from importlib.metadata import version as v; print(*(f'{n} {v(n)}' for n in ('jax', 'jaxlib', 'torch', 'keras')))" \
-    > "$out/logs/versions.txt" 2>&1
 tree_of_working_copy > "$out/logs/tree.txt" 2>&1
 
 port_run() {  # NAME BATCH
