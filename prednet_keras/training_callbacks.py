@@ -338,8 +338,9 @@ class StepLosses:
         self._pending = []
 
     def add(self, key, logs):
-        """Queues a finished call's logs under `key`; returns [(key, loss)] for the steps now read."""
-        self._pending.append((key, logs or {}))
+        """Queues a finished call's loss under `key`; returns [(key, loss)] for the steps now read."""
+        logs = logs or {}
+        self._pending.append((key, _kept(logs.get("batch_loss", logs.get("loss", math.nan)))))
         return self._read(keep=self.lag)
 
     def flush(self):
@@ -349,9 +350,21 @@ class StepLosses:
     def _read(self, keep):
         out = []
         while len(self._pending) > keep:
-            key, logs = self._pending.pop(0)
-            out.append((key, float(logs.get("batch_loss", logs.get("loss", math.nan)))))
+            key, loss = self._pending.pop(0)
+            out.append((key, float(loss)))
         return out
+
+
+def _kept(value):
+    """`value`, copied on its device where it is a torch tensor (a copy queued like any kernel, no wait).
+
+    Under Inductor's CUDA graphs (TORCHINDUCTOR_CUDAGRAPHS=1) a compiled step's outputs live in
+    memory the next replay of that graph overwrites, and torch refuses to read them after it;
+    StepLosses reads a loss only after the next step was dispatched.
+    """
+    if type(value).__module__.startswith("torch"):
+        return value.detach().clone()
+    return value
 
 
 def variables_bytes(model):
