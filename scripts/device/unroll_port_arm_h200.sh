@@ -1,32 +1,64 @@
 #!/bin/bash
 # Issue 25, one GPU command (device time is short): run from the repository root on the GPU machine, with .whl and
-# .port carried (../shared/gpu/README.md; .port: a checkout of github.com/leido/pytorch-prednet).
+# .port carried (../shared/gpu/README.md; .port: a checkout of github.com/leido/pytorch-prednet), and .gpu-cache
+# too where an earlier command brought one back.
 #   bash scripts/device/unroll_port_arm_h200.sh      (writes into $OUT; TOTAL_S: seconds it may take, default 575;
-#                                                      STAGES: which of "port arm wgrad" follow step 1, default all)
-# 1. the study window rolled against unrolled, deterministic GPU ops (scripts/chainer_unroll_probe.py);
-# 2. the port side by side with ours compiled (torch.compile) at batch 16 (port_h200.sh: port, ours, port);
-# 3. the 30-seed deterministic arm at -j 16 under MPS, unrolled if step 1 found unrolled faster, else rolled;
-# 4. with the time left, the weight-gradient batching probe (scripts/wgrad_batching_probe.py).
-# $OUT gets port16/ (summary.txt, status.tsv, port_h200.tgz), arm/ (summary.txt, study_arm.tar.xz), probes.tgz.
+#                                                      STAGES: which of "port unroll wgrad arm cudagraphs" run, in
+#                                                      that order; default "port unroll wgrad")
+# port       the port side by side with ours at batch 16: port, ours with JAX, ours compiled (torch.compile), port
+#            (port_h200.sh). Most of it is Inductor compiling our step (150-230 s cold), so Inductor's cache is kept
+#            in /tmp/inductor-cache and brought back as $OUT/inductor-cache.tgz (when under 15 MiB); carried back
+#            in as .gpu-cache/inductor-cache.tgz, the next command's compiled runs load it instead of compiling.
+# unroll     the study window rolled against unrolled, deterministic GPU ops (scripts/chainer_unroll_probe.py).
+# wgrad      the weight-gradient batching probe (scripts/wgrad_batching_probe.py), with at most WGRAD_S seconds.
+# arm        the 30-seed deterministic arm at -j 16 under MPS, unrolled if the unroll stage (this command's, or the
+#            .gpu-cache/unrolled_faster file an earlier one left) found unrolled faster, else rolled.
+# cudagraphs ours compiled with Inductor's CUDA graphs at batches 16 and 4, and compiled without them at batch 4.
+# $OUT gets probes.tgz, port16/ (summary.txt, status.tsv, port_h200.tgz), inductor-cache.tgz, and per stage
+# arm/ (summary.txt, study_arm.tar.xz) and graphs/ (summary.txt, status.tsv, port_h200.tgz).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
-start=$(date +%s); p=/tmp/probes; mkdir -p $p; export KERAS_BACKEND=jax
+start=$(date +%s); p=/tmp/probes; mkdir -p $p; export KERAS_BACKEND=jax PYTHONUNBUFFERED=1
 total=${TOTAL_S:-575}   # what the device call allows, less packing; every stage below fits in what is left
 left() { echo $(( total - ($(date +%s) - start) )); }
+stages=" ${STAGES:-port unroll wgrad} "
+has() { [[ $stages == *" $1 "* ]]; }
+export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache
+mkdir -p $TORCHINDUCTOR_CACHE_DIR
+[ -f .gpu-cache/inductor-cache.tgz ] && tar xzf .gpu-cache/inductor-cache.tgz -C /tmp && echo "Inductor cache: $(du -sh $TORCHINDUCTOR_CACHE_DIR | cut -f1) carried in"
 python3 -m compileall -q -j 0 prednet_keras /tmp/site/keras > /dev/null 2>&1
-for u in no-unroll unroll; do XLA_FLAGS=--xla_gpu_deterministic_ops=true timeout 80 python3 scripts/chainer_unroll_probe.py --$u --json $p/chainer-$u-det.json > $p/chainer-$u-det.txt 2>&1; tail -1 $p/chainer-$u-det.txt; done
-tar czf $OUT/probes.tgz -C /tmp probes
-faster=$(python3 -c "import json; a=json.load(open('$p/chainer-no-unroll-det.json')); b=json.load(open('$p/chainer-unroll-det.json')); print(int(b['update_ms']['median'] < a['update_ms']['median']))" 2>/dev/null || echo 0)
-echo "unrolled faster: $faster"
-stages=" ${STAGES:-port arm wgrad} "
-if [[ $stages == *" port "* ]]; then
-    arm_s=$([[ $stages == *" arm "* ]] && echo 170 || echo 0)
-    port_s=$(( $(left) - arm_s - 15 )); (( port_s > 250 )) && port_s=250
-    PORT_DIR=.port PORT_BATCHES=16 PERF_ONLY="port-b16-r1 torch-compiled-float32-b16 port-b16-r2" PERF_BUDGET_S=$port_s \
-        bash scripts/device/port_h200.sh $OUT/port16 | tail -8
+# What remains of the command after each stage: the stages that follow need about this much.
+reserve() { local r=10 s; for s in "$@"; do has $s && case $s in unroll) r=$((r+165));; wgrad) r=$((r+40));; arm) r=$((r+170));; cudagraphs) r=$((r+200));; esac; done; echo $r; }
+
+if has port; then
+    port_s=$(( $(left) - $(reserve unroll wgrad arm cudagraphs) )); (( port_s > 340 )) && port_s=340
+    PORT_DIR=.port PORT_BATCHES=16 PERF_ONLY="port-b16-r1 jax-float32-b16 torch-compiled-float32-b16 port-b16-r2" \
+        PERF_BUDGET_S=$port_s bash scripts/device/port_h200.sh $OUT/port16 | tail -8
 fi
-arm_s=$(( $(left) - 10 )); (( arm_s > 170 )) && arm_s=170
-[[ $stages == *" arm "* ]] && STUDY_WORK=/tmp/arm STUDY_UNROLL=$faster STUDY_WORKERS=16 STUDY_MPS=1 STUDY_ALONE_LIMIT_S=0 \
-    STUDY_LIMIT_S=$arm_s bash scripts/device/study_arm_h200.sh $OUT/arm
-w=$(left)
-[[ $stages == *" wgrad "* ]] && (( w > 20 )) && timeout $w python3 scripts/wgrad_batching_probe.py --batch-size 16 --json $p/wgrad-b16.json > $p/wgrad-b16.txt 2>&1; tail -2 $p/wgrad-b16.txt
+if has unroll; then
+    for u in no-unroll unroll; do XLA_FLAGS=--xla_gpu_deterministic_ops=true timeout 80 python3 scripts/chainer_unroll_probe.py --$u --json $p/chainer-$u-det.json > $p/chainer-$u-det.txt 2>&1; tail -1 $p/chainer-$u-det.txt; done
+    python3 -c "import json; a=json.load(open('$p/chainer-no-unroll-det.json')); b=json.load(open('$p/chainer-unroll-det.json')); print(int(b['update_ms']['median'] < a['update_ms']['median']))" > $p/unrolled_faster 2>/dev/null || rm -f $p/unrolled_faster
+fi
 tar czf $OUT/probes.tgz -C /tmp probes
+if has wgrad; then
+    w=$(( $(left) - $(reserve arm cudagraphs) )); (( w > ${WGRAD_S:-60} )) && w=${WGRAD_S:-60}
+    (( w > 20 )) && timeout $w python3 scripts/wgrad_batching_probe.py --batch-size 16 --json $p/wgrad-b16.json > $p/wgrad-b16.txt 2>&1; tail -2 $p/wgrad-b16.txt
+    tar czf $OUT/probes.tgz -C /tmp probes
+fi
+if has arm; then
+    faster=$(cat $p/unrolled_faster .gpu-cache/unrolled_faster 2>/dev/null | head -1); echo "unrolled faster: ${faster:-not known, rolled}"
+    arm_s=$(( $(left) - $(reserve cudagraphs) )); (( arm_s > 170 )) && arm_s=170
+    STUDY_WORK=/tmp/arm STUDY_UNROLL=${faster:-0} STUDY_WORKERS=16 STUDY_MPS=1 STUDY_ALONE_LIMIT_S=0 \
+        STUDY_LIMIT_S=$arm_s bash scripts/device/study_arm_h200.sh $OUT/arm
+fi
+if has cudagraphs; then
+    PORT_DIR=.port PORT_BATCHES="16 4" PERF_ONLY="torch-compiled-cudagraphs-b16 torch-compiled-float32-b4 torch-compiled-cudagraphs-b4" \
+        PERF_BUDGET_S=$(( $(left) - 10 )) bash scripts/device/port_h200.sh $OUT/graphs | tail -6
+fi
+size=$(du -sm $TORCHINDUCTOR_CACHE_DIR | cut -f1)
+if (( size > 0 )); then
+    tar czf /tmp/inductor-cache.tgz -C /tmp inductor-cache
+    packed=$(( $(stat -c %s /tmp/inductor-cache.tgz) / 1048576 ))
+    (( packed < 15 )) && cp /tmp/inductor-cache.tgz $OUT/ && echo "Inductor cache: ${size} MiB, ${packed} MiB packed, brought back" \
+        || echo "Inductor cache: ${size} MiB, ${packed} MiB packed: too large to bring back"
+fi
+echo "total $(( $(date +%s) - start )) s"
