@@ -33,6 +33,7 @@ if has port; then
     port_s=$(( $(left) - $(reserve unroll wgrad arm cudagraphs) )); (( port_s > 340 )) && port_s=340
     PORT_DIR=.port PORT_BATCHES=16 PERF_ONLY="port-b16-r1 jax-float32-b16 torch-compiled-float32-b16 port-b16-r2" \
         PERF_BUDGET_S=$port_s bash scripts/device/port_h200.sh $OUT/port16 | tail -8
+    python3 scripts/inductor_kernels.py $TORCHINDUCTOR_CACHE_DIR --json $p/inductor-kernels-gpu.json > $p/inductor-kernels-gpu.txt 2>&1
 fi
 if has unroll; then
     for u in no-unroll unroll; do XLA_FLAGS=--xla_gpu_deterministic_ops=true timeout 80 python3 scripts/chainer_unroll_probe.py --$u --json $p/chainer-$u-det.json > $p/chainer-$u-det.txt 2>&1; tail -1 $p/chainer-$u-det.txt; done
