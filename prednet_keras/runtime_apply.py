@@ -91,7 +91,7 @@ def _apply_jax(config):
     except Exception as error:  # no CUDA plugin or no GPU: RuntimeError or AssertionError
         raise RuntimeSetupError(
             f"JAX could not start the {os.environ.get('JAX_PLATFORMS')!r} platform for device "
-            f"{config.device}: {type(error).__name__}: {error}. Refusing to run elsewhere. "
+            f"{config.device}: {_why_jax_failed(error)}. Refusing to run elsewhere. "
             + (_NO_GPU_ADVICE["jax"] if config.device_kind == "gpu" else "")
         ) from None
     if config.device_kind == "gpu" and not any(d.platform in _GPU_PLATFORMS for d in devices):
@@ -99,6 +99,20 @@ def _apply_jax(config):
             f"Device {config.device} requested but JAX sees only {[str(d) for d in devices]}. "
             + _NO_GPU_ADVICE["jax"]
         )
+
+def _why_jax_failed(error):
+    """The error JAX gave, or what it means where JAX gave no words (a bare AssertionError when no plugin
+    provides the platform asked for)."""
+    if str(error).strip():
+        return f"{type(error).__name__}: {error}"
+    from importlib.metadata import distributions
+
+    plugins = sorted({d.metadata["Name"] for d in distributions()
+                      if (d.metadata["Name"] or "").lower().startswith(("jax-cuda", "jax_cuda", "jax-rocm"))})
+    if not plugins:
+        return "no GPU plugin of JAX is installed (jax-cuda12-plugin, jax-cuda13-plugin)"
+    return f"{type(error).__name__} with no message (installed: {', '.join(plugins)})"
+
 
 # What to do when a GPU was asked for and the backend sees none.
 _NO_GPU_ADVICE = {
