@@ -14,7 +14,8 @@ seed, already in memory, so no data pipeline is measured.
 
 With the torch backend and jit_compile=True (`--jit-compile`), Keras' training step runs
 through torch.compile; each phase records how many graphs TorchDynamo had compiled before
-it, after its warm-up and after its timed steps, so a recompilation during timing shows.
+it, after its warm-up and after its timed steps, so a recompilation during timing shows, and
+with Inductor's CUDA graphs on (TORCHINDUCTOR_CUDAGRAPHS=1), how many graphs Inductor ran without them.
 
 Peak memory: the process's host RSS peak (`resource.getrusage`, over the whole
 process up to the end of the phase) and, on a GPU, the framework's peak device
@@ -283,6 +284,8 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
         # torch only: graphs torch.compile had made before the phase, after its warm-up and after its timed
         # steps; a timed step that compiled would show as a difference between the last two.
         **({"torch_compiled_graphs": graphs} if graphs["before"] is not None else {}),
+        # torch with Inductor's CUDA graphs on: the graphs Inductor ran without them (0: every graph as a CUDA graph).
+        **({"torch_cudagraph_skips": skips} if (skips := torch_compile.cudagraph_skips()) is not None else {}),
         **({"profile": profile} if profile else {}),
     }
 

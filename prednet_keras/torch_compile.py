@@ -13,7 +13,7 @@ This module imports torch only when the torch backend is in use.
 
 import sys
 
-__all__ = ["compiled_graphs", "settle_gradients"]
+__all__ = ["compiled_graphs", "cudagraph_skips", "settle_gradients"]
 
 
 def settle_gradients(model):
@@ -54,3 +54,22 @@ def compiled_graphs():
     except Exception:  # a torch without dynamo
         return None
     return int(counters["stats"]["unique_graphs"])
+
+
+def cudagraph_skips():
+    """How many times Inductor has declined to run a compiled graph as a CUDA graph in this process, or None
+    when torch is not imported here or Inductor's CUDA graphs are off (TORCHINDUCTOR_CUDAGRAPHS unset).
+
+    Inductor logs each reason only as a performance hint (`TORCH_LOGS=perf_hints`), which is off by
+    default; this count says whether a run asked for CUDA graphs actually got them.
+    """
+    if "torch" not in sys.modules:
+        return None
+    try:
+        from torch._dynamo.utils import counters
+        from torch._inductor import config
+    except Exception:  # a torch without Inductor
+        return None
+    if not config.triton.cudagraphs:
+        return None
+    return int(counters["inductor"]["cudagraph_skips"])

@@ -32,3 +32,19 @@ def test_compiled_training_matches_eager_and_never_recompiles(tmp_path):
     # not trace (AOT autograd compiles the backward of the first graph). Nothing after it.
     assert graphs[0] == 2
     assert graphs == [graphs[0]] * len(graphs), f"recompiled after the first step: {graphs}"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_cudagraph_skips_are_counted_only_where_cuda_graphs_were_asked_for(monkeypatch):
+    from torch._inductor import config
+    from torch._inductor.cudagraph_utils import log_cudagraph_skip_and_bump_counter
+
+    from prednet_keras import torch_compile
+
+    monkeypatch.setattr(config.triton, "cudagraphs", False)
+    assert torch_compile.cudagraph_skips() is None
+    monkeypatch.setattr(config.triton, "cudagraphs", True)  # what TORCHINDUCTOR_CUDAGRAPHS=1 sets
+    before = torch_compile.cudagraph_skips()
+    # Inductor's own report of a graph it ran without CUDA graphs (on a GPU: a CPU tensor, a mutated input, ...).
+    log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to a test")
+    assert torch_compile.cudagraph_skips() == before + 1

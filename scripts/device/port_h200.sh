@@ -14,7 +14,7 @@
 #   torch-compiled-float32-bB      ours, PyTorch backend, torch.compile (--jit-compile)
 #   torch-compiled-cudagraphs-bB   the same with TORCHINDUCTOR_CUDAGRAPHS=1: Inductor's CUDA graphs, the switch
 #                                  torch.compile's mode "reduce-overhead" sets (Keras' jit_compile does not take
-#                                  a mode); the log says whether Inductor used or skipped them
+#                                  a mode); the JSON's torch_cudagraph_skips counts the graphs Inductor ran without them
 #   port-bB-r2                     the port again, so drift of the machine shows
 # until PERF_BUDGET_S (default 560) seconds have passed; PERF_ONLY="name ..." runs only those.
 # Run from the repository root after the set-up of ../shared/gpu/README.md. Writes into OUT: summary.txt, status.tsv,
@@ -63,10 +63,8 @@ for row in status:
         fps, median, first = train["fps"], train["step_ms"]["median_ms"], train["warmup_seconds"][0]
         graphs = train.get("torch_compiled_graphs") or {}
         note = f"graphs {graphs.get('after_warmup')}/{graphs.get('after_timed_steps')}" if graphs else ""
-        log = open(os.path.join(out, "logs", f"{name}.log"), errors="replace").read()
-        skipped = sorted(set(re.findall(r"skipping cudagraphs due to ([^\n]{0,120})", log)))
-        if "cudagraphs" in name:
-            note += "; Inductor skipped CUDA graphs: " + " | ".join(skipped) if skipped else "; no CUDA-graph skip logged"
+        if "torch_cudagraph_skips" in train:
+            note += f"; graphs Inductor ran without CUDA graphs: {train['torch_cudagraph_skips']}"
     rows.append((name, batch, fps, median, first, (row["status"] + (f" ({note})" if note else ""))))
 print(f"{'configuration':<32}{'frames/s':>9}{'x port':>8}{'step ms':>9}{'1st step':>10}  status")
 for name, batch, fps, median, first, text in rows:
