@@ -100,6 +100,7 @@ def _apply_jax(config):
             + _NO_GPU_ADVICE["jax"]
         )
 
+
 def _why_jax_failed(error):
     """The error JAX gave, or what it means where JAX gave no words (a bare AssertionError when no plugin
     provides the platform asked for)."""

@@ -1,5 +1,5 @@
-"""What a Keras model trained with torch.compile (the torch backend's jit_compile=True) needs, and
-how many graphs torch compiled.
+"""What a Keras model trained with torch.compile (the torch backend's jit_compile=True) needs, how
+many graphs torch compiled, and how many of them Inductor ran without the CUDA graphs asked for.
 
 Keras compiles its whole training step with torch.compile. TorchDynamo then guards the
 compiled code on the Python state it read, among it whether each weight's `.grad` is None
@@ -60,8 +60,8 @@ def cudagraph_skips():
     """How many times Inductor has declined to run a compiled graph as a CUDA graph in this process, or None
     when torch is not imported here or Inductor's CUDA graphs are off (TORCHINDUCTOR_CUDAGRAPHS unset).
 
-    Inductor logs each reason only as a performance hint (`TORCH_LOGS=perf_hints`), which is off by
-    default; this count says whether a run asked for CUDA graphs actually got them.
+    Inductor gives each reason only in its logs, which are off by default; this count says whether a
+    run that asked for CUDA graphs got them.
     """
     if "torch" not in sys.modules:
         return None
