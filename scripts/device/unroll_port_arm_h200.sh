@@ -13,8 +13,8 @@
 # arm        the 30-seed deterministic arm at -j 16 under MPS, unrolled if the unroll stage (this command's, or an
 #            earlier call's on the same held machine) found unrolled faster, else rolled.
 # cudagraphs ours compiled with Inductor's CUDA graphs at batches 16 and 4, and compiled without them at batch 4.
-# $OUT gets probes.tgz, port16/ (summary.txt, status.tsv, port_h200.tgz), and per stage
-# arm/ (summary.txt, study_arm.tar.xz) and graphs/ (summary.txt, status.tsv, port_h200.tgz).
+# $OUT gets probes.tgz (the unroll and wgrad probes, the kernel count), and per stage port16/ (summary.txt,
+# status.tsv, port_h200.tgz), arm/ (summary.txt, study_arm.tar.xz) and graphs/ (summary.txt, status.tsv, port_h200.tgz).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit
 start=$(date +%s); p=/tmp/probes; mkdir -p $p; export KERAS_BACKEND=jax PYTHONUNBUFFERED=1
 total=${TOTAL_S:-575}   # what the device call allows, less packing; every stage below fits in what is left
