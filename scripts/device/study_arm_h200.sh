@@ -66,10 +66,12 @@ echo "MPS: $mps" > "$work/logs/mps.txt"
 # Byte-compiled first, as `pip install` leaves an installed package (the set-up installs with --no-compile):
 # otherwise the arm's first processes would spend seconds compiling Keras' and our sources.
 python3 -m compileall -q -j 0 "$PWD/prednet_keras" $(python3 -c "import keras, os; print(os.path.dirname(keras.__file__))" 2>/dev/null) > "$work/logs/compileall.txt" 2>&1
-spec=paper
+# The ready spec by its name, or its copy with the window unrolled; spec_file: the file either is.
+spec=paper spec_file=prednet_keras/study/specs/paper.toml
 if [ "${STUDY_UNROLL:-0}" = 1 ]; then
     spec=$work/paper-unrolled.toml
-    sed 's/^protocol = "paper"$/protocol = "paper"\nunroll = true/' prednet_keras/study/specs/paper.toml > "$spec"
+    sed 's/^protocol = "paper"$/protocol = "paper"\nunroll = true/' "$spec_file" > "$spec"
+    spec_file=$spec
     grep -qx 'unroll = true' "$spec" || { echo "STUDY_UNROLL: could not set unroll in $spec" >&2; exit 2; }
 fi
 t0=$(date +%s.%N)
@@ -78,8 +80,7 @@ timeout -k 10 "$limit" python3 -m prednet_keras.cli.study run "$spec" -o "$work/
 shared_code=$?
 [ "$mps" = on ] && { echo get_server_list | nvidia-cuda-mps-control >> "$work/logs/mps.txt" 2>&1; stop_mps; }
 t1=$(date +%s.%N)
-sed 's/^seeds = 30$/seeds = 2/' "$([ "$spec" = paper ] && echo prednet_keras/study/specs/paper.toml || echo "$spec")" \
-    > "$work/paper-2-seeds.toml"
+sed 's/^seeds = 30$/seeds = 2/' "$spec_file" > "$work/paper-2-seeds.toml"
 if (( alone_limit > 0 )); then
     timeout -k 10 "$alone_limit" python3 -m prednet_keras.cli.study run "$work/paper-2-seeds.toml" -o "$work/alone" \
         --only "$arm" -j 1 --quiet --no-report --no-compile-cache > "$work/logs/alone.log" 2>&1
