@@ -64,6 +64,7 @@ __all__ = [
     "Window",
     "build_chainer_prednet",
     "chainer_sequences",
+    "heldout_errors",
     "plan_windows",
     "train_chainer_prednet",
 ]
@@ -555,6 +556,47 @@ def train_chainer_prednet(
         "backend": keras.backend.backend(),
     }
     return ProtocolResult(trainer.prediction_model(), records, metric, summary)
+
+
+def heldout_errors(model, data):
+    """The next-frame error of a trained model on sequences it never trained on, one number per sequence.
+
+    A second measure beside the protocol's metric (the last logged training
+    losses): it asks what the network learned, on frames no update saw. Each
+    sequence (a source run of `data`, as in training) starts from the zero
+    state; the prediction made at step t is compared with frame t + 1, and a
+    sequence's error is the mean over its T - 1 predictions of the per-frame
+    MSE (over H, W and C), summed in float64 so that the number does not depend
+    on how many frames were added up.
+
+    Args:
+        model: a prediction model, frames (1, T, H, W, C) -> next-frame
+            predictions (`ChainerPredNetTrainer.prediction_model()`).
+        data: a FrameDataset (or what `chainer_sequences` takes).
+
+    Returns:
+        (errors, predictions): errors a list of floats, one per sequence in
+        order; predictions a list of float32 arrays (T - 1, H, W, C), the
+        predictions that were scored.
+
+    Raises:
+        ValueError: a sequence shorter than 2 frames, or a prediction that is
+            not finite (NaN or inf is never a score).
+    """
+    errors, predictions = [], []
+    for index, sequence in enumerate(chainer_sequences(data)):
+        if len(sequence) < 2:
+            raise ValueError(f"Held-out sequence {index} has {len(sequence)} frame(s); scoring a prediction "
+                             "needs 2 or more.")
+        frames = sequence.read(slice(0, len(sequence)))
+        predicted = np.asarray(model.predict_on_batch(frames[np.newaxis]), dtype=np.float32)[0, :-1]
+        if not np.all(np.isfinite(predicted)):
+            raise ValueError(f"Held-out sequence {index}: the model predicts NaN or inf; no error can be scored.")
+        difference = predicted.astype(np.float64) - frames[1:].astype(np.float64)
+        per_frame = np.mean(np.square(difference), axis=(1, 2, 3))
+        errors.append(float(np.mean(per_frame)))
+        predictions.append(predicted)
+    return errors, predictions
 
 
 def _common_frame_shape(sequences):

@@ -37,7 +37,9 @@ from prednet_keras.run_session import RunSession
 from prednet_keras.trajectory import FILE as TRAJECTORY_FILE
 from prednet_keras.trajectory import Trajectory
 
-__all__ = ["STUDY_MODELS", "StudyConfig", "run_study_training"]
+__all__ = ["HELDOUT_PREDICTIONS", "STUDY_MODELS", "StudyConfig", "run_study_training"]
+
+HELDOUT_PREDICTIONS = "heldout_predictions.npz"
 
 # The built-in kinds this loop trains (a user's model, named module:function, is trained here too).
 STUDY_MODELS = tuple(kind.name for kind in model_kinds.kinds() if not kind.checkpoints)
@@ -121,6 +123,14 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
     runs.write_through_temporary(folder.model_path, result.model.save)
     manifest["metric"] = result.metric
     manifest["result"] = dict(result.summary, weights_checksum=starting_point.weights_checksum(result.model))
+    heldout = kind.evaluate_heldout(config, result.model)
+    if heldout is not None:
+        record, predictions = heldout
+        manifest["result"].update(record)
+        runs.write_through_temporary(folder.path / HELDOUT_PREDICTIONS,
+                                     lambda path: _save_arrays(path, predictions))
+        print(f"Held-out error (next-frame MSE, {len(predictions)} sequences no update trained on): "
+              f"{record['heldout_error']:.6g}", flush=True)
     if trajectory.save():
         manifest["trajectory"] = trajectory.record()
     manifest["model"] = kind.model_record(config, result)
@@ -132,6 +142,14 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
         flush=True,
     )
     return result.summary
+
+
+def _save_arrays(path, arrays):
+    import numpy as np
+
+    # Written to an open handle: np.savez given a name would add ".npz" to the temporary's.
+    with open(path, "wb") as handle:
+        np.savez(handle, **arrays)
 
 
 def _starting_point(config, path, build, chainer_npz_ok=False):

@@ -19,11 +19,11 @@ LOTTER_ONLY = (
     "layer_loss", "val_sequences", "val_data", "val_fraction", "augment", "patience", "devices",
 )
 # The study models' options: refused with --model prednet.
-STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder", "period", "bprop", "images")
+STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder", "period", "bprop", "images", "heldout_data")
 # Every option a model kind may refuse (model_kinds: each kind names the options that apply to it), in the
 # order an error lists them.
 KIND_OPTIONS = LOTTER_ONLY + ("unroll", "stack_sizes", "r_stack_sizes", "filter_size", "size", "tbptt", "emulate_cpu_aliasing",
-                              "period", "bprop", "autoencoder", "images", "protocol", "data")
+                              "period", "bprop", "autoencoder", "images", "protocol", "data", "heldout_data")
 RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "xla", "precision",
                    "devices")
 
@@ -76,6 +76,7 @@ Examples:
 @click.option("--r-stack-sizes", type=IntList(), help="Channels of the recurrent units per layer [default: = --stack-sizes].")
 @click.option("--filter-size", type=click.IntRange(min=1), default=3, show_default=True, help="Kernel size of every convolution.")
 @click.option("--data", type=click.Path(), help="Training frames: a dataset file, frames folder, list file, video, .hkl/.npz/.h5 [default: the embedded real video, train split]; for --model autoencoder an MNIST .npz or IDX folder [default: the embedded MNIST].")
+@click.option("--heldout-data", type=click.Path(), help="prednet-chainer only: frames no update trains on, scored after training (next-frame MSE per sequence, in the manifest's result.heldout; the predictions in heldout_predictions.npz): a dataset file, or 'embedded' for the three embedded video splits (with --data another set) [default: none].")
 @click.option("--val-data", type=click.Path(), help="Validation frames [default: embedded val split; with --data, its last --val-fraction of frames].")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of --data held out for validation when --val-data is not given.")
 @click.option("--size", type=FrameSize(), help="Resize frames to HxW (each divisible by 2^(layers-1)) [default: the data's size; 120x160 for prednet-chainer].")
@@ -232,6 +233,7 @@ def _study_config(options):
     """The validated options of a run of a kind trained by its protocol (--model prednet-chainer|autoencoder|
     MODULE:FUNCTION)."""
     from prednet_keras import model_kinds
+    from prednet_keras.model_kinds.study_config import EMBEDDED_HELDOUT
 
     ctx = click.get_current_context(silent=True)
     explicit = {name for name, _ in _explicit(ctx, options)} if ctx is not None else set()
@@ -241,9 +243,10 @@ def _study_config(options):
     except ValueError as error:
         raise click.UsageError(str(error)) from None
     config.check_paths()
-    for name in ("data", "init_weights"):
-        if getattr(config, name, None) is not None:
-            setattr(config, name, os.path.abspath(getattr(config, name)))
+    for name in ("data", "init_weights", "heldout_data"):
+        value = getattr(config, name, None)
+        if value is not None and not (name == "heldout_data" and value == EMBEDDED_HELDOUT):
+            setattr(config, name, os.path.abspath(value))
     return config
 
 

@@ -3,7 +3,7 @@
 
 from prednet_keras import value_rules as rules
 from prednet_keras.model_kinds import base
-from prednet_keras.model_kinds.study_config import CHAINER_DEFAULT_SIZE, TBPTT_MODES, ProtocolKind
+from prednet_keras.model_kinds.study_config import CHAINER_DEFAULT_SIZE, EMBEDDED_HELDOUT, TBPTT_MODES, ProtocolKind
 
 __all__ = ["KIND", "ChainerKind"]
 
@@ -12,7 +12,7 @@ class ChainerKind(ProtocolKind):
     name = "prednet-chainer"
     help = "the study's Chainer-lineage PredNet"
     options = ("protocol", "tbptt", "emulate_cpu_aliasing", "stack_sizes", "r_stack_sizes", "filter_size", "data",
-               "size", "seed", "init_weights", "period", "bprop", "unroll")
+               "size", "seed", "init_weights", "period", "bprop", "unroll", "heldout_data")
     arm_factors = {"tbptt": "chainer", "emulate_cpu_aliasing": False}
     protocol_overrides = ("period", "bprop")
     accepts_chainer_npz = True
@@ -20,7 +20,7 @@ class ChainerKind(ProtocolKind):
     bench = base.BenchDefaults(size=(120, 160), nt=20, min_nt=1, train_batch_one=True, unroll=True,
                                unroll_default=False)
     # [train] options added after studies were run, with the value those runs had.
-    predating_train_options = {"unroll": False}
+    predating_train_options = {"unroll": False, "heldout_data": None}
 
     def factor_rules(self):
         return {"tbptt": rules.Choice(TBPTT_MODES), "emulate_cpu_aliasing": rules.Boolean()}
@@ -61,6 +61,23 @@ class ChainerKind(ProtocolKind):
         from prednet_keras.frame_size import check_frame_size
 
         check_frame_size(config.size[0], config.size[1], layers)
+        self._check_heldout_apart(config)
+
+    @staticmethod
+    def _check_heldout_apart(config):
+        """Refuses held-out data that the run also trains on (a score on trained frames is not held out)."""
+        import os
+
+        heldout = config.heldout_data
+        if heldout is None:
+            return
+        if heldout == EMBEDDED_HELDOUT:
+            if config.data is None:
+                raise ValueError("--heldout-data embedded holds out the embedded video, which is also the training "
+                                 "data when --data is not given: give --data another set.")
+        elif config.data is not None and os.path.abspath(heldout) == os.path.abspath(config.data):
+            raise ValueError(f"--heldout-data {heldout} is the training data (--data): held-out frames must be "
+                             "frames no update trains on.")
 
     # -- training ---------------------------------------------------------------------------------------
 
@@ -92,6 +109,38 @@ class ChainerKind(ProtocolKind):
         return len(windows), starting_point.order_checksum(
             [v for w in windows for v in (w.sequence, w.first_step, w.last_step)]
         )
+
+    def evaluate_heldout(self, config, model):
+        from prednet_keras import chainer_protocol
+        from prednet_keras import data as pdata
+        from prednet_keras.training_data import _describe_data
+
+        if config.heldout_data is None:
+            return None
+        if config.heldout_data == EMBEDDED_HELDOUT:
+            origins = [(f"embedded:{split}", pdata.embedded_dataset(split)) for split in ("train", "val", "test")]
+        else:
+            origins = [(config.heldout_data, config.heldout_data)]
+        sequences, predictions, described = [], {}, []
+        for origin, path in origins:
+            dataset = pdata.load_frames(path, size=config.size)
+            described.append(_describe_data(dataset, origin))
+            errors, predicted = chainer_protocol.heldout_errors(model, dataset)
+            for (source, start, stop), error, frames in zip(dataset.source_runs(), errors, predicted):
+                name = f"{origin}#{len(sequences)}"
+                sequences.append({"name": name, "source": str(source), "frames": stop - start, "error": error})
+                predictions[name] = frames
+        mean = sum(s["error"] for s in sequences) / len(sequences)
+        record = {
+            "heldout_error": mean,
+            "heldout": {
+                "description": "next-frame MSE on frames no update trained on: per sequence, the mean over its "
+                               "T-1 predictions of the per-frame MSE; heldout_error is the mean over sequences",
+                "data": described,
+                "sequences": sequences,
+            },
+        }
+        return record, predictions
 
     def label(self, config):
         return f"prednet-chainer ({config.protocol}, tbptt {config.tbptt})"

@@ -11,13 +11,15 @@ from prednet_keras import value_rules as rules
 from prednet_keras._options import OptionsRecord
 from prednet_keras.model_kinds import base
 
-__all__ = ["AUTOENCODERS", "CHAINER_DEFAULT_SIZE", "PROTOCOLS", "ProtocolKind", "StudyConfig", "TBPTT_MODES", "flag",
-           "protocol_train_rules", "study_model_names"]
+__all__ = ["AUTOENCODERS", "CHAINER_DEFAULT_SIZE", "EMBEDDED_HELDOUT", "PROTOCOLS", "ProtocolKind", "StudyConfig",
+           "TBPTT_MODES", "flag", "protocol_train_rules", "study_model_names"]
 
 PROTOCOLS = ("paper", "quick")
 TBPTT_MODES = ("chainer", "clean")
 AUTOENCODERS = ("conv", "dense")
 CHAINER_DEFAULT_SIZE = (120, 160)
+# heldout_data's name for the embedded video's three splits (train, val and test), all held out at once.
+EMBEDDED_HELDOUT = "embedded"
 
 
 def flag(name):
@@ -51,6 +53,10 @@ class StudyConfig(OptionsRecord):
         images: autoencoder only: training images instead of the protocol's.
         unroll: prednet-chainer only: the window's time loop unrolled in the
             compiled update (default False: rolled, as records without it).
+        heldout_data: prednet-chainer only: frames no update trains on, scored
+            after training (`chainer_protocol.heldout_errors`): a dataset path,
+            or "embedded" for the three embedded video splits (370 frames; then
+            `data` must be another set). None: no held-out score.
     """
 
     WHAT = "training options"
@@ -71,6 +77,7 @@ class StudyConfig(OptionsRecord):
     bprop: int = None
     images: int = None
     unroll: bool = None
+    heldout_data: str = None
 
     @classmethod
     def from_dict(cls, values):
@@ -116,8 +123,10 @@ class StudyConfig(OptionsRecord):
 
     def check_paths(self):
         """Raises FileNotFoundError for a data or weights path that does not exist."""
-        for name in ("data", "init_weights"):
+        for name in ("data", "init_weights", "heldout_data"):
             value = getattr(self, name)
+            if name == "heldout_data" and value == EMBEDDED_HELDOUT:
+                continue
             if value is not None and not os.path.exists(value):
                 raise FileNotFoundError(2, f"{flag(name)}: no such file or folder", value)
 
@@ -141,6 +150,7 @@ def protocol_train_rules():
         "bprop": rules.Whole(1, 1000, "frames per update, all held in one compiled window"),
         "images": rules.Whole(1, 10_000_000, "updates of one run; the paper's protocol: 60,000"),
         "unroll": rules.Boolean(),
+        "heldout_data": rules.PATH,
     }
 
 
@@ -158,9 +168,14 @@ class ProtocolKind(base.ModelKind):
     def config_from_options(self, options, explicit):
         values = {"model": self.name, "protocol": options["protocol"] or "paper"}
         for name in ("tbptt", "emulate_cpu_aliasing", "autoencoder", "stack_sizes", "r_stack_sizes", "filter_size",
-                     "data", "size", "seed", "init_weights", "period", "bprop", "images", "unroll"):
-            values[name] = options[name] if name in self.options else None
+                     "data", "size", "seed", "init_weights", "period", "bprop", "images", "unroll", "heldout_data"):
+            values[name] = options.get(name) if name in self.options else None
         return StudyConfig(**values)
+
+    def evaluate_heldout(self, config, model):
+        """(record for the manifest's result, {name: predictions}) of the trained `model` on config.heldout_data,
+        or None when the kind scores no held-out data."""
+        return None
 
     def model_record(self, config, result):
         # The model's own config as the protocol reported it; an autoencoder's choice otherwise.

@@ -205,3 +205,42 @@ def test_sequences_from_a_frame_dataset():
     window = plan_windows([4, 6], 9, 3)[0][-1]
     assert window.sequence == 1 and window.frame_slice == slice(2, 6)
     np.testing.assert_array_equal(sequences[1].read(window.frame_slice), frames[6:10].astype(np.float32) / 255)
+
+
+def test_heldout_errors_are_the_numpy_next_frame_errors(tmp_path):
+    """The held-out score of a trained model: per sequence, from the zero state, the mean over its T-1
+    predictions of the per-frame MSE against the next frame, as the NumPy equations compute it."""
+    from prednet_keras.chainer_protocol import heldout_errors
+
+    rng = np.random.default_rng(5)
+    train = [(rng.random((9, 8, 8, 3)) * 255).astype(np.uint8)]
+    heldout = [(rng.random((n, 8, 8, 3)) * 255).astype(np.uint8) for n in (6, 2)]
+    result = train_chainer_prednet(train, model_config=dict(stack_sizes=(3, 4)),
+                                   protocol=ChainerProtocol("t", period=8, bprop=4, metric_updates=1), seed=1)
+    errors, predictions = heldout_errors(result.model, heldout)
+    assert [p.shape for p in predictions] == [(5, 8, 8, 3), (1, 8, 8, 3)]
+
+    save_chainer_npz(result.model, tmp_path / "w.npz")
+    with np.load(tmp_path / "w.npz") as saved:
+        w = {k[len("predictor/"):]: saved[k].astype(np.float64) for k in saved.files}
+    for frames, error in zip(heldout, errors):
+        frames = frames.astype(np.float64) / 255
+        state = ref.zero_state((3, 4), (3, 4), 8, 8)
+        expected = []
+        for t in range(len(frames) - 1):
+            state, _ = ref.step(frames[t].transpose(2, 0, 1), state, w)
+            expected.append(ref.mse(state[2][0], frames[t + 1].transpose(2, 0, 1)))
+        assert error == pytest.approx(np.mean(expected), rel=1e-5)
+
+
+def test_heldout_errors_refuse_what_cannot_be_scored():
+    from prednet_keras.chainer_protocol import heldout_errors
+
+    class Broken:
+        def predict_on_batch(self, frames):
+            return np.full(frames.shape, np.nan, np.float32)
+
+    with pytest.raises(ValueError, match="sequence 0: the model predicts NaN or inf"):
+        heldout_errors(Broken(), [np.zeros((3, 8, 8, 3), np.uint8)])
+    with pytest.raises(ValueError, match=r"sequence 0 has 1 frame\(s\)"):
+        heldout_errors(Broken(), [np.zeros((1, 8, 8, 3), np.uint8), np.zeros((3, 8, 8, 3), np.uint8)])

@@ -50,7 +50,8 @@ def test_prednet_chainer_quick(tmp_path, tiny_npz):
     folder = tmp_path / "chainer"
     result = train(
         ["--model", "prednet-chainer", "--protocol", "quick", "--stack-sizes", "3,4", "--size", "32x32",
-         "--tbptt", "clean", "--emulate-cpu-aliasing", "--unroll", "--data", tiny_npz, "--quiet", "-o", folder]
+         "--tbptt", "clean", "--emulate-cpu-aliasing", "--unroll", "--data", tiny_npz, "--heldout-data", "embedded",
+         "--quiet", "-o", folder]
     )
     # 2 sources of 24 frames, 60 frames stepped through: one 19-step window per sequence.
     frames, sources = moving_squares()
@@ -60,6 +61,13 @@ def test_prednet_chainer_quick(tmp_path, tiny_npz):
     assert manifest["options"]["unroll"] is True and manifest["result"]["unroll"] is True
     assert manifest["result"]["model_config"]["stack_sizes"] == [3, 4]
     assert manifest["metric"]["name"] == "mean_last_2_updates"
+    # Scored on the three embedded splits after training: one error per scene, the predictions beside them.
+    heldout = manifest["result"]["heldout"]
+    assert [d["source"] for d in heldout["data"]] == ["embedded:train", "embedded:val", "embedded:test"]
+    assert [s["frames"] for s in heldout["sequences"]] == [30, 46, 61, 55, 8, 50, 120]
+    assert manifest["result"]["heldout_error"] == pytest.approx(np.mean([s["error"] for s in heldout["sequences"]]))
+    with np.load(folder / "heldout_predictions.npz") as predicted:
+        assert [predicted[s["name"]].shape[0] for s in heldout["sequences"]] == [29, 45, 60, 54, 7, 49, 119]
     assert [int(r["frame"]) for r in rows] == [w.last_step for w in windows]
     model = keras.saving.load_model(folder / "model.keras")
     out = keras.ops.convert_to_numpy(model(frames[None, :3].astype("float32") / 255.0))
@@ -108,6 +116,9 @@ def test_autoencoder_quick(tmp_path):
         (["--model", "prednet-chainer", "--augment", "flip"], "--augment does not apply to --model prednet-chainer"),
         (["--model", "autoencoder", "--resume"], "--resume is not available for --model autoencoder"),
         (["--model", "prednet-chainer", "--stack-sizes", "3,4", "--size", "33x32"], "not divisible by 2**1"),
+        (["--model", "prednet-chainer", "--heldout-data", "embedded"], "which is also the training data"),
+        (["--model", "autoencoder", "--heldout-data", "embedded"], "--heldout-data does not apply"),
+        (["--heldout-data", "embedded"], "--heldout-data applies only to"),
     ],
 )
 def test_bad_combinations_give_one_clear_line(tmp_path, args, expected):
