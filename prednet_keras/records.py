@@ -33,6 +33,7 @@ from prednet_keras.diskwrite import _json_safe
 __all__ = [
     "RUN_FORMAT",
     "SCHEMA_VERSION",
+    "Code",
     "Fingerprint",
     "InitialWeights",
     "Manifest",
@@ -164,6 +165,19 @@ class Fingerprint(Record):
     imported_frameworks: list | None = None
     blas: dict | None = None
     environment: dict | None = None
+
+
+@dataclass
+class Code(Record):
+    """code: the code the run was made with (code_provenance.code_provenance()). source: "git",
+    "environment" (PREDNET_SOURCE_COMMIT, a copy of the tree without .git) or "unknown", with the reason
+    after it when an environment variable was ignored."""
+
+    commit: str | None = None
+    dirty: bool | None = None
+    source: str | None = None
+    package_sha256: str | None = None
+    version: str | None = None
 
 
 # ------------------------------------------------------------------ the run config
@@ -326,6 +340,7 @@ class Manifest(Record):
     command: list | None = None
     cwd: str | None = None
     prednet_keras_version: str | None = None
+    code: Code | None = field(default=None, metadata=_nested(Code))
     status: str | None = None
     options: Options | None = field(default=None, metadata=_nested(Options))
     runtime: Runtime | None = field(default=None, metadata=_nested(Runtime))
@@ -404,6 +419,8 @@ class Manifest(Record):
 #     invented here (model.keras may hold the best epoch, not the final weights): runs.RunFolder
 #     .recorded_model_checksum says which checksum an older run's model.keras is checked against.
 #   study.executor (--executor ray): absent = the local executor, which records none.
+#   code (the commit and files the run was made with): absent = not recorded (runs made before it was);
+#     never invented here: today's checkout is not the code an older run ran.
 _FILLS = (
     (("runtime", "requested"), "precision", "float32"),
     (("runtime", "effective"), "precision", "float32"),

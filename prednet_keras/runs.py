@@ -2,7 +2,8 @@
 
     weights/<name>/
       manifest.json        every option, the runtime asked for and obtained, the
-                           environment fingerprint, seeds, checksums, the outcome
+                           environment fingerprint, the code (commit), seeds,
+                           checksums, the outcome
       history.csv          one row per training step and one per epoch (with validation)
       model.keras          the best model so far (lowest validation loss), no optimizer
       initial_weights.h5   the starting point (starting_point's format), so another
@@ -98,6 +99,7 @@ def new_manifest(name, options, runtime_requested, command, **extra):
     import time
 
     from prednet_keras import __version__
+    from prednet_keras.code_provenance import code_provenance
 
     manifest = {
         "format": RUN_FORMAT,
@@ -107,6 +109,7 @@ def new_manifest(name, options, runtime_requested, command, **extra):
         "command": list(command),
         "cwd": os.getcwd(),
         "prednet_keras_version": __version__,
+        "code": code_provenance(),
         "status": "created",
         "options": options,
         "runtime": {"requested": runtime_requested, "effective": None},

@@ -69,6 +69,26 @@ def test_schema_version_is_the_one_runs_writes():
     assert list(Manifest.from_dict(written).to_dict()) == list(written)
 
 
+def test_the_code_a_run_was_made_with_is_a_typed_part_that_round_trips():
+    written = runs.new_manifest("r", {"epochs": 1}, {"backend": "jax"}, ["prednet-train"])
+    assert list(written)[list(written).index("prednet_keras_version") + 1] == "code"
+    manifest = Manifest.from_json(json.dumps(written, indent=2) + "\n")
+    assert isinstance(manifest.code, records.Code)
+    assert manifest.code.to_dict() == written["code"]
+    assert set(written["code"]) == {"commit", "dirty", "source", "package_sha256", "version"}
+    assert manifest.to_json() == json.dumps(written, indent=2) + "\n"
+    # A manifest from before the record: none is read, none written back, none invented by migration.
+    older = {key: value for key, value in written.items() if key != "code"}
+    assert Manifest.from_dict(older).code is None and "code" not in Manifest.from_dict(older).to_dict()
+    assert "code" not in migrate(older)
+    # One made in code writes it where the declaration puts it.
+    made = Manifest(format=records.RUN_FORMAT, prednet_keras_version="0.1.0", status="created",
+                    code=records.Code(commit="a" * 40, dirty=False, source="git"))
+    keys = list(made.to_dict())
+    assert keys[keys.index("prednet_keras_version") + 1] == "code"
+    assert made.to_dict()["code"]["commit"] == "a" * 40
+
+
 def test_unknown_keys_are_kept_in_place_and_new_fields_are_appended():
     text = json.dumps({"format": "prednet-keras-run", "zzz": [1, {"a": None}], "status": "created",
                        "result": {"custom": 1.5, "weights_checksum": "x"}}, indent=2) + "\n"

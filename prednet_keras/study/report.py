@@ -19,7 +19,7 @@ runs.tar.xz, archive.py), merged, and grouped twice:
 What is read from each run folder (see docs/study-statistics.md, "What the
 report reads"): manifest.json (status, runtime.requested/effective,
 fingerprint, seeds, initial_weights.checksum, model, schedule, data, result,
-metric, metrics, protocol, study) and history.csv; optionally the final checkpoint
+metric, metrics, protocol, study, code) and history.csv; optionally the final checkpoint
 (for a weights checksum the manifest lacks) and trajectory.npz (divergence).
 
 Writes report.md, report.json, loss_curves.png, final_metric.png and, when runs
@@ -262,8 +262,25 @@ def _build_report(dirs, options, stack):
     orphans = [r for r in perturbed if r.protocol_key not in protocols]
     for run in orphans:
         warnings.append(f"{run.where}: a perturbed run without unperturbed runs of its protocol; not used.")
+    report["code"] = _code_used(usable + perturbed)
     report["runs"] = [_run_record(r, config_of.get(r.path)) for r in usable]
     return report, context
+
+
+def _code_used(runs):
+    """The code the runs were made with (manifest `code`): one row per commit and dirty flag, most runs
+    first; runs whose manifests predate the record come last, as not recorded."""
+    rows = {}
+    for run in runs:
+        code = run.record.code
+        key = (code is not None, code.commit if code else None, code.dirty if code else None)
+        row = rows.setdefault(key, {"recorded": key[0], "commit": key[1], "dirty": key[2], "runs": 0,
+                                    "package_sha256": []})
+        row["runs"] += 1
+        if code is not None and code.package_sha256 and code.package_sha256 not in row["package_sha256"]:
+            row["package_sha256"].append(code.package_sha256)
+    return sorted(rows.values(), key=lambda row: (not row["recorded"], -row["runs"], row["commit"] or "",
+                                                  str(row["dirty"])))
 
 
 def _run_record(run, config):

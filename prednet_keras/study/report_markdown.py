@@ -49,6 +49,7 @@ def render_markdown(report):
         lines += ["## Runs left out", "", "| run | reason |", "| --- | --- |"]
         lines += [f"| `{e['path']}` | {e['reason']} |" for e in report["excluded"]]
         lines.append("")
+    lines += code_markdown(report.get("code") or [])
     lines += ["## Runs", "", "| run | configuration | seed | replicate | weights checksum | curve checksum |",
               "| --- | --- | --- | --- | --- | --- |"]
     for run in report["runs"]:
@@ -56,6 +57,25 @@ def render_markdown(report):
                      f"{(run['weights_checksum'] or 'n/a')[:12]} | {(run['curve_checksum'] or 'n/a')[:12]} |")
     lines.append("")
     return "\n".join(lines)
+
+
+def code_markdown(rows):
+    """The code the runs were made with: commit, whether the package's files differed from it, how many runs."""
+    lines = ["## Code", "",
+             "The code the runs were made with (manifest.json `code`): the git commit of the checkout, and "
+             "whether the package's files differed from it (then the sha256 of its .py files tells which "
+             "code ran).", "",
+             "| commit | package files changed | package sha256 | runs |", "| --- | --- | --- | --- |"]
+    for row in rows:
+        if not row["recorded"]:
+            commit = "not recorded (made before manifests recorded their code)"
+        else:
+            commit = f"`{row['commit']}`" if row["commit"] else "unknown (see the runs' code.source)"
+        changed = {True: "yes", False: "no"}.get(row["dirty"], "not known" if row["recorded"] else "n/a")
+        checksums = ", ".join(c[:12] for c in row["package_sha256"]) or "n/a"
+        lines.append(f"| {commit} | {changed} | {checksums} | {row['runs']} |")
+    lines.append("")
+    return lines
 
 
 def protocol_markdown(section, several):

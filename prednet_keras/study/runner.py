@@ -2,6 +2,7 @@
 
     DIR/
       study.json                     the spec as run (merged over invocations), and each invocation
+                                     (its command, host and code)
       spec.toml                      the spec file as first given
       seeds/seed-NNNN/               each seed's shared starting point (starting_points.py)
       runs/<configuration>/seed-NNNN-rK/      finished run folders (prednet-train's layout + log.txt)
@@ -34,6 +35,7 @@ import time
 from pathlib import Path
 
 from prednet_keras import _backend_choice, model_kinds, runlock, runs
+from prednet_keras.code_provenance import code_provenance
 from prednet_keras.study import archive, starting_points
 from prednet_keras.study.local_executor import LocalExecutor
 from prednet_keras.study.one_run import PARTIAL, RUNS, run_folder
@@ -114,7 +116,7 @@ class _Lock:
 
 def _record_study(spec, study_dir, spec_path, command, cache_folder=None):
     """Checks the folder against this spec and records the invocation in study.json (with the compilation
-    cache its JAX runs share, None for none)."""
+    cache its JAX runs share, None for none, and the code it ran: code_provenance)."""
     path = Path(study_dir) / STUDY_RECORD
     now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     if path.is_file():
@@ -137,7 +139,8 @@ def _record_study(spec, study_dir, spec_path, command, cache_folder=None):
     record["spec"] = merged
     record["invocations"].append({"time": now, "command": list(command), "spec": os.fspath(spec_path or ""),
                                   "host": os.uname().nodename,
-                                  "compile_cache": os.fspath(cache_folder) if cache_folder else None})
+                                  "compile_cache": os.fspath(cache_folder) if cache_folder else None,
+                                  "code": code_provenance()})
     runs.atomic_write_json(path, record)
 
 

@@ -19,6 +19,12 @@
 #                                      `run quality CAP MIN bash -c quality`; quality_summary.py prints them)
 # PERF_DEVICE (default gpu) and PERF_BENCH_EXTRA (options appended to every prednet-bench) are for a smoke test
 # elsewhere.
+# The code the runs are made with: the command that starts a script on the GPU machine is written here, where
+# `git rev-parse HEAD` works; a copy of the tree without .git can record its code only from the environment,
+# so callers export, in that command,
+#   PREDNET_SOURCE_COMMIT=$(git rev-parse HEAD)
+#   PREDNET_SOURCE_DIRTY=$(git status --porcelain -- prednet_keras | grep -q . && echo 1 || echo 0)
+# (prednet_keras/code_provenance.py; a copy that carries .git records what git says there instead).
 set -u
 dest=${1:-${OUT:-}}
 [ -n "$dest" ] || { echo "usage: bash scripts/device/$script.sh OUT" >&2; exit 2; }

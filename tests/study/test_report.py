@@ -254,6 +254,26 @@ def test_different_initial_weights_are_flagged(tmp_path):
     assert any("seed 1 started from different initial weights" in w for w in report["warnings"])
 
 
+def test_the_code_the_runs_were_made_with_is_listed(tmp_path):
+    commit, other = "a" * 40, "b" * 40
+    codes = [{"commit": commit, "dirty": False, "source": "git", "package_sha256": "1" * 64},
+             {"commit": other, "dirty": True, "source": "environment", "package_sha256": "2" * 64},
+             None]
+    for seed in range(3):
+        for arm, code in enumerate(codes):
+            write_run(tmp_path, f"{arm}-{seed}", seed=seed, threads=arm + 1,
+                      extra={"code": code} if code else None)
+    write_run(tmp_path, "0-3", seed=3, threads=1, extra={"code": codes[0]})
+    report, _ = build_report([tmp_path], ReportOptions(**FAST, plots=False))
+    assert [(row["commit"], row["dirty"], row["runs"]) for row in report["code"]] == [
+        (commit, False, 4), (other, True, 3), (None, None, 3)]
+    assert [row["recorded"] for row in report["code"]] == [True, True, False]
+    text = study_report.render_markdown(report)
+    assert f"| `{commit}` | no | 111111111111 | 4 |" in text
+    assert f"| `{other}` | yes | 222222222222 | 3 |" in text
+    assert "| not recorded (made before manifests recorded their code) | n/a | n/a | 3 |" in text
+
+
 def _write_checkpoint(path, seed, tweak=0.0):
     folder = runs.RunFolder(path)
     checkpoint = folder.checkpoint_path(2)

@@ -253,6 +253,12 @@ def test_a_study_folder_from_before_replicate_seeds_resumes(tmp_path):
     runner._record_study(later, tmp_path, None, ["prednet-study", "run"])
     saved = json.loads((tmp_path / runner.STUDY_RECORD).read_text())
     assert len(saved["invocations"]) == 1
+    # Each invocation records the code it ran.
+    from prednet_keras.code_provenance import code_provenance
+
+    recorded, now = saved["invocations"][0]["code"], code_provenance()
+    assert (recorded["commit"], recorded["source"], recorded["version"]) == (now["commit"], now["source"],
+                                                                               now["version"])
     assert (saved["spec"]["replicates"], saved["spec"]["replicate_seeds"]) == (2, [0, 1])
     finished, pending = runner.plan_status(later, tmp_path)
     assert finished == [] and [r.name for r in pending[:6]] == [

@@ -130,6 +130,12 @@ def test_killed_study_resumes_without_redoing_or_losing_runs(killed_and_resumed)
     assert len(record["invocations"]) == 2
     # TensorFlow runs: no compilation cache is used or recorded.
     assert [i["compile_cache"] for i in record["invocations"]] == [None, None]
+    # The invocations and every run record the code they ran: this checkout's commit, where it is one.
+    from prednet_keras.code_provenance import code_provenance
+
+    commit = code_provenance()["commit"]
+    assert [i["code"]["commit"] for i in record["invocations"]] == [commit, commit]
+    assert {json.loads((p / "manifest.json").read_text())["code"]["commit"] for p in runs} == {commit}
     assert not (out / ".jax-compilation-cache").exists()
 
 

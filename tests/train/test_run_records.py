@@ -46,6 +46,22 @@ def test_prednet_eval_refuses_a_model_that_is_not_the_one_its_run_recorded(copy_
     assert "Traceback" not in result.output and not (copy_of_run / "eval").exists()
 
 
+def test_a_run_records_the_commit_of_the_checkout_it_was_made_from(trained_run):
+    import subprocess
+    from pathlib import Path
+
+    from prednet_keras.code_provenance import PACKAGE_DIR
+
+    root = Path(__file__).resolve().parents[2]
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0 or PACKAGE_DIR != root / "prednet_keras":
+        pytest.skip("the package is not imported from this git checkout")
+    folder, _ = trained_run
+    code = json.loads((folder / "manifest.json").read_text())["code"]
+    assert (code["commit"], code["source"]) == (head.stdout.strip(), "git")
+    assert isinstance(code["dirty"], bool) and len(code["package_sha256"]) == 64
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("recorded", ["file", "weights"])
 def test_resume_refuses_a_checkpoint_that_is_not_the_one_its_run_recorded(copy_of_run, capfd, recorded):
