@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+import sys
 import warnings
 from collections.abc import Mapping
 
@@ -54,6 +55,8 @@ _TRUNCATED_STD = 0.87962566103423978
 # An auto-generated name suffix ("conv2d_3"): differs between processes that build
 # different numbers of layers before, never between identical architectures.
 _AUTO_SUFFIX = re.compile(r"_\d+(?=/|$)")
+# The SeedSequence spawn key of the stream that picks the weight `nudge_by_ulp` changes.
+_NUDGE_STREAM = 1
 
 
 # ------------------------------------------------------------------------- helpers
@@ -438,20 +441,52 @@ def write_initial_weights(path, weights, seed):
     return checksum
 
 
-def nudge_by_ulp(weights):
-    """Every floating-point weight moved one unit in the last place towards +inf.
+def nudge_by_ulp(weights, seed):
+    """One floating-point weight moved one unit in the last place towards +inf.
 
-    The smallest change a starting point can have: runs started from the
-    nudged weights show how far training drifts from any perturbation at all,
-    the baseline a hardware effect has to be told apart from.
+    The noise floor of Summers & Dinneen (2021): runs started from weights that
+    differ in one bit of one number show how far training drifts from the
+    smallest change a starting point can have, the baseline a hardware effect
+    has to be told apart from. The weight is drawn uniformly among every
+    floating-point number of every array (arrays in the sorted order of their
+    keys, each in C order) by a numpy generator of `seed`, so every arm and
+    every machine nudges the same weight for a seed.
+
+    Args:
+        weights: a mapping of name -> array (e.g. `read_initial_weights`' weights).
+        seed: the seed the weights were made from (a non-negative integer).
+
+    Returns:
+        (nudged, change): the weights, a copy of the one array that changed; and
+        what changed: key, index (flat, C order), dtype, before and after (as
+        floats), before_bits and after_bits (hex of the bits).
+
+    Raises:
+        ValueError: no floating-point weight to nudge.
     """
-    out = {}
-    for key, value in weights.items():
-        value = np.asarray(value)
-        if np.issubdtype(value.dtype, np.floating):
-            value = np.nextafter(value, np.array(np.inf, dtype=value.dtype)).astype(value.dtype)
-        out[key] = value
-    return out
+    arrays = {key: np.asarray(value) for key, value in weights.items()}
+    floating = [key for key in sorted(arrays) if np.issubdtype(arrays[key].dtype, np.floating) and arrays[key].size]
+    if not floating:
+        raise ValueError("No floating-point weight to nudge by one ulp.")
+    sizes = [arrays[key].size for key in floating]
+    # Its own stream: default_rng(seed) is the data order's, and SeedSequence([seed, i]) weight i's.
+    rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(_NUDGE_STREAM,)))
+    position = int(rng.integers(sum(sizes)))
+    which = int(np.searchsorted(np.cumsum(sizes), position, side="right"))
+    key, index = floating[which], position - sum(sizes[:which])
+    array = np.array(arrays[key], order="C")
+    flat = array.reshape(-1)
+    before = flat[index]
+    flat[index] = np.nextafter(before, np.array(np.inf, dtype=array.dtype))
+    change = {"key": key, "index": index, "dtype": array.dtype.name, "before": float(before),
+              "after": float(flat[index]), "before_bits": _bits(before), "after_bits": _bits(flat[index])}
+    return {name: array if name == key else value for name, value in arrays.items()}, change
+
+
+def _bits(value):
+    """The bits of a numpy scalar as hex, most significant first: 0x3dcccccd for float32 0.1."""
+    data = value.tobytes()
+    return f"0x{int.from_bytes(data, sys.byteorder):0{2 * len(data)}x}"
 
 
 def _match(model_keys, file_keys, path):

@@ -218,9 +218,9 @@ def test_prednet_study_parent_never_imports_a_framework(tmp_path):
     output = run_probe(
         "import sys\n"
         "from prednet_keras.study import local_executor, starting_points\n"
-        "def start(spec, study_dir, seeds, backend):\n"
+        "def start(spec, study_dir, runs, backend):\n"
         "    print('BACKEND', backend)\n"
-        "    return starting_points.StartingPoints(study_dir, {seed: {} for seed in seeds}, None, [])\n"
+        "    return starting_points.StartingPoints(study_dir, {run.seed: {} for run in runs}, None, [])\n"
         "def execute(self, *args):\n"
         f"    {SHOW_FRAMEWORKS}\n"
         "starting_points.start = start\n"

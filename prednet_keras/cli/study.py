@@ -172,28 +172,25 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
     if dry_run:
         configurations = spec.select(only)
         finished, pending = plan_status(spec, output, configurations) if os.path.isdir(output) else ([], spec.planned_runs(configurations))
-        if spec.replicate_seeds is None:
-            replicates = f"{len(spec.seeds)} seeds x {spec.replicates} replicate(s)"
-        else:
-            from prednet_keras.study.spec import seed_list
-
-            chosen = spec.replicate_seeds
-            replicates = (f"{len(spec.seeds)} seeds ({len(chosen)} of them x {spec.replicates} replicates: "
-                          f"{seed_list(chosen)}; the others x 1)")
-        click.echo(f"Study {spec.name}: model {spec.model}, {replicates}"
-                   f"{' + 1-ulp baseline' if spec.ulp_baseline else ''} x {len(configurations)} "
+        # One plan for every configuration is said once; otherwise each configuration's line says its own.
+        shared = len({config.plan for config in configurations}) == 1
+        plan = (_plan_text(spec.seeds, configurations[0].plan) if shared else
+                f"{len(spec.seeds)} seeds, each configuration's own replicates")
+        click.echo(f"Study {spec.name}: model {spec.model}, {plan} x {len(configurations)} "
                    f"configuration(s) = {len(finished) + len(pending)} runs; {len(finished)} done, "
                    f"{len(pending)} to run.")
         for config in configurations:
             runtime = ", ".join(f"{k}={v}" for k, v in config.runtime.items() if v is not None)
             factors = ", ".join(f"{k}={v}" for k, v in config.factors.items())
+            own = "" if shared else (f"  [{_plan_text(spec.seeds, config.plan)} = "
+                                     f"{config.plan.run_count(spec.seeds)} runs]")
             placed = ""
             if executor == "ray":
                 from prednet_keras.study.ray_executor import resource_request
 
                 request = resource_request(config, gpu_share)
                 placed = f"  [Ray: num_cpus={request['num_cpus']}, num_gpus={request['num_gpus']:g}]"
-            click.echo(f"  {config.name}: {runtime}" + (f"; {factors}" if factors else "") + placed)
+            click.echo(f"  {config.name}: {runtime}" + (f"; {factors}" if factors else "") + own + placed)
         return
     progress = _Progress(quiet)
     try:
@@ -230,6 +227,19 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
     elif report:
         click.echo(f"This machine's part is done. Merge the study folders with: prednet-study report "
                    f"{output} OTHER_FOLDER... -o REPORT", err=True)
+
+
+def _plan_text(seeds, plan):
+    """A configuration's plan as --dry-run says it: "3 seeds x 2 replicate(s) + 1-ulp baseline"."""
+    from prednet_keras.study.spec import seed_list
+
+    if plan.replicate_seeds is None:
+        text = f"{len(seeds)} seeds x {plan.replicates} replicate(s)"
+    else:
+        chosen = plan.replicate_seeds
+        text = (f"{len(seeds)} seeds ({len(chosen)} of them x {plan.replicates} replicates: {seed_list(chosen)}; "
+                "the others x 1)")
+    return text + (" + 1-ulp baseline" if plan.ulp_baseline else "")
 
 
 @main.command(

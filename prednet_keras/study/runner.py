@@ -168,31 +168,53 @@ def _check_compatible(recorded, spec, study_dir):
 
 def _merge(recorded, current):
     merged = dict(current)
-    names = {c["name"] for c in current["configurations"]}
-    merged["configurations"] = current["configurations"] + [
-        c for c in recorded.get("configurations", []) if c["name"] not in names
-    ]
     merged["seeds"] = list(current["seeds"]) + [s for s in recorded.get("seeds", []) if s not in current["seeds"]]
-    merged["replicates"] = max(current["replicates"], recorded.get("replicates", 1))
-    merged["replicate_seeds"] = _merge_replicate_seeds(recorded, current, merged["seeds"])
-    merged["ulp_baseline"] = current["ulp_baseline"] or recorded.get("ulp_baseline", False)
+    merged.update(_merge_plans([(recorded, recorded.get("seeds", [])), (current, current["seeds"])], merged["seeds"]))
+    # Each configuration's plan over the merged seeds: what either invocation planned for it.
+    plans = {c["name"]: [(c["plan"], current["seeds"])] for c in current["configurations"]}
+    earlier = []
+    for config in recorded.get("configurations", []):
+        if config["name"] not in plans:
+            earlier.append(config)
+        plans.setdefault(config["name"], []).append((_plan_of(config, recorded), recorded.get("seeds", [])))
+    merged["configurations"] = [{**c, "plan": _merge_plans(plans[c["name"]], merged["seeds"])}
+                                for c in current["configurations"] + earlier]
     return merged
 
 
-def _merge_replicate_seeds(recorded, current, seeds):
-    """The seeds that got replicates in either invocation's spec: None (every seed) or a list.
+def _plan_of(configuration, spec):
+    """A recorded configuration's plan; a study.json from before configurations had their own gave each the
+    spec's top-level replicates, replicate_seeds and ulp_baseline."""
+    if "plan" in configuration:
+        return configuration["plan"]
+    return {"replicates": spec.get("replicates", 1), "replicate_seeds": spec.get("replicate_seeds"),
+            "ulp_baseline": spec.get("ulp_baseline", False)}
 
-    A spec with replicates = 1 replicated no seed; one without replicate_seeds
-    (also every study.json from before the key) replicated all of its seeds.
-    The union comes in the order of the merged `seeds`, and is None when it
-    covers them all.
+
+def _merge_plans(plans, seeds):
+    """The plan that covers every run of `plans` ([(plan, the seeds of its spec)], a plan being a dict of
+    replicates, replicate_seeds and ulp_baseline: a spec's top-level ones, or a configuration's), over the
+    merged `seeds`: the most replicates, the union of the replicated seeds, and a 1-ulp baseline if any had one."""
+    return {"replicates": max(plan.get("replicates", 1) for plan, _ in plans),
+            "replicate_seeds": _merge_replicate_seeds(plans, seeds),
+            "ulp_baseline": any(plan.get("ulp_baseline", False) for plan, _ in plans)}
+
+
+def _merge_replicate_seeds(plans, seeds):
+    """The seeds that got replicates in any of `plans` ([(plan, the seeds of its spec)]): None (every seed)
+    or a list.
+
+    A plan with replicates = 1 replicated no seed; one without replicate_seeds
+    (also every study.json from before the key) replicated all of its spec's
+    seeds. The union comes in the order of the merged `seeds`, and is None when
+    it covers them all.
     """
     replicated = set()
-    for spec in (recorded, current):
-        if spec.get("replicates", 1) < 2:
+    for plan, plan_seeds in plans:
+        if plan.get("replicates", 1) < 2:
             continue
-        chosen = spec.get("replicate_seeds")
-        replicated |= set(spec.get("seeds", []) if chosen is None else chosen)
+        chosen = plan.get("replicate_seeds")
+        replicated |= set(plan_seeds if chosen is None else chosen)
     if not replicated or set(seeds) <= replicated:
         return None  # no replicates anywhere (replicates is 1), or every seed has them
     return [s for s in seeds if s in replicated]
@@ -285,7 +307,7 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
         if progress:
             progress.message(f"Starting points for {len(seeds)} seed{'s' if len(seeds) != 1 else ''} ...")
         # Made in a child while the runs start: a run waits only for its own seed's starting point.
-        with starting_points.start(spec, study_dir, seeds, backend or _backend_choice.default_backend()) as points:
+        with starting_points.start(spec, study_dir, pending, backend or _backend_choice.default_backend()) as points:
             for config in configurations:
                 (study_dir / RUNS / config.name).mkdir(parents=True, exist_ok=True)
             executor.execute(spec, study_dir, pending, points, command, progress, outcome, len(finished))

@@ -10,7 +10,8 @@ A spec is a TOML file:
     replicates = 2                    # runs per seed and configuration
     replicate_seeds = [0, 1]          # only these seeds get `replicates` runs, the others one
                                       # [default: all seeds]; a whole number N: the first N seeds
-    ulp_baseline = true               # + one run per seed and configuration from weights nudged by 1 ulp
+    ulp_baseline = true               # + one run per seed and configuration from the seed's weights
+                                      # with one weight nudged by one ulp (the noise floor)
     trajectory_points = 10            # weight snapshots per run, for divergence (study models)
     workers = 2                       # runs at once [default 1; --workers overrides]
 
@@ -28,6 +29,9 @@ A spec is a TOML file:
 
     [configurations.cpu-2-threads]
     threads = 2
+    replicates = 3                    # plan keys: this configuration's own replicates,
+    replicate_seeds = 1               # replicate_seeds and ulp_baseline (the top-level
+    ulp_baseline = false              # values are the default)
 
     [report]                          # defaults of `prednet-study report` for this study
     margin_sd = 0.5
@@ -38,6 +42,14 @@ xla, strict, precision; precision other than float32 only for model prednet) and
 factors (for prednet-chainer `tbptt` and `emulate_cpu_aliasing`: training-code switches that the study
 compares, so they are part of the configuration, not of the protocol; `model_kinds` says each kind's). Everything else
 that defines training goes in [train] and is the same for every run.
+
+A configuration may also set the plan keys `replicates`, `replicate_seeds` and
+`ulp_baseline` (the top-level keys' rules), each overriding the top-level value
+for that configuration only. They say how many runs the arm gets, not how it
+trains: they are no part of what makes two arms differ (`Configuration.plan`,
+apart from its runtime and factors). A configuration that sets `replicates`
+but not `replicate_seeds` replicates the top-level `replicate_seeds` (every
+seed when there are none); one whose `replicates` is 1 replicates no seed.
 
 Every key of every table is checked when the spec is read, before anything
 is planned or trained: its type, its range and a cap (spec_rules.py says
@@ -52,6 +64,7 @@ prednet, [train] is resolved by prednet_keras.train's TrainConfig, which does).
 
 import dataclasses
 import fnmatch
+import functools
 import os
 import stat
 import tomllib
@@ -61,8 +74,8 @@ from prednet_keras import model_kinds
 from prednet_keras.study import spec_rules
 from prednet_keras.study.spec_rules import RuleError
 
-__all__ = ["ARM_FACTORS", "PlannedRun", "SpecError", "StudySpec", "load_spec", "parse_spec", "ready_specs",
-           "resolve_spec_path", "seed_list"]
+__all__ = ["ARM_FACTORS", "PLAN_KEYS", "Plan", "PlannedRun", "SpecError", "StudySpec", "load_spec", "parse_spec",
+           "ready_specs", "resolve_spec_path", "seed_list"]
 
 # Training switches a configuration may set (per model kind): the study's own factors (model_kinds says them).
 ARM_FACTORS = {kind.name: tuple(kind.arm_factors) for kind in model_kinds.kinds()}
@@ -70,6 +83,8 @@ RUNTIME_KEYS = tuple(spec_rules.RUNTIME_RULES)
 # Training options that identify a run rather than the protocol: set by the runner.
 RUNNER_OWNED = ("model", "seed", "init_weights")
 REPORT_KEYS = tuple(spec_rules.REPORT_RULES)
+# Keys a configuration shares with the top level: how many runs it gets, never how it trains.
+PLAN_KEYS = ("replicates", "replicate_seeds", "ulp_baseline")
 TOP_KEYS = tuple(spec_rules.TOP_RULES) + ("train", "runtime", "configurations", "report")
 # The specs shipped with the package: `prednet-study run quick`.
 READY_SPECS = Path(__file__).parent / "specs"
@@ -96,6 +111,42 @@ class SpecError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Plan:
+    """How many runs of each seed one configuration gets.
+
+    Attributes:
+        replicates: runs of each seed of replicate_seeds (every other seed runs once).
+        replicate_seeds: the seeds that get `replicates` runs, in the order of
+            the spec's seeds (a tuple); None: every seed.
+        ulp_baseline: whether each seed also gets a run from its weights with
+            one weight nudged by one ulp.
+    """
+
+    replicates: int = 1
+    replicate_seeds: tuple | None = None
+    ulp_baseline: bool = False
+
+    @functools.cached_property
+    def _replicated(self):
+        # A set: with thousands of seeds, looking each up in the tuple would take quadratic time.
+        return None if self.replicate_seeds is None else frozenset(self.replicate_seeds)
+
+    def replicates_of(self, seed):
+        """Runs of `seed` from its own weights (1 when replicate_seeds leaves it out)."""
+        return self.replicates if self._replicated is None or seed in self._replicated else 1
+
+    def run_count(self, seeds):
+        """Runs of all `seeds` (the spec's), the 1-ulp runs included."""
+        replicated = len(seeds) if self.replicate_seeds is None else len(self.replicate_seeds)
+        return len(seeds) + replicated * (self.replicates - 1) + (len(seeds) if self.ulp_baseline else 0)
+
+    def to_dict(self):
+        return {"replicates": self.replicates,
+                "replicate_seeds": None if self.replicate_seeds is None else list(self.replicate_seeds),
+                "ulp_baseline": self.ulp_baseline}
+
+
+@dataclasses.dataclass(frozen=True)
 class Configuration:
     """One arm of the study.
 
@@ -103,11 +154,13 @@ class Configuration:
         name: the spec's name of the arm.
         runtime: RuntimeConfig fields (dict, complete after defaults).
         factors: arm factors (training switches) the arm sets.
+        plan: its runs per seed (the spec's plan keys); not part of what the arm is.
     """
 
     name: str
     runtime: dict
     factors: dict
+    plan: Plan = Plan()
 
     def runtime_config(self):
         from prednet_keras.runtime import RuntimeConfig
@@ -115,7 +168,8 @@ class Configuration:
         return RuntimeConfig.from_dict(self.runtime)
 
     def to_dict(self):
-        return {"name": self.name, "runtime": dict(self.runtime), "factors": dict(self.factors)}
+        return {"name": self.name, "runtime": dict(self.runtime), "factors": dict(self.factors),
+                "plan": self.plan.to_dict()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +181,8 @@ class PlannedRun:
         seed: seed of the initial weights and the data order.
         replicate: 1, 2, ... (a re-run of the same seed and configuration), or
             None for the 1-ulp baseline run.
-        perturbation: None, or "ulp" (started from the seed's weights nudged by one ulp).
+        perturbation: None, or "ulp" (started from the seed's weights with one
+            weight nudged by one ulp).
     """
 
     configuration: Configuration
@@ -159,11 +214,14 @@ class StudySpec:
             model's config class's to_dict() without the runner-owned fields).
         configurations: the arms, in the spec's order.
         seeds: the seeds, in order.
-        replicates: runs per seed and configuration (of the seeds in
-            replicate_seeds; every other seed runs once).
-        replicate_seeds: the seeds that get `replicates` runs, in the order
-            of `seeds`; None: every seed.
-        ulp_baseline: whether each seed and configuration gets a 1-ulp run.
+        replicates: the top-level `replicates`: runs per seed (of the seeds in
+            replicate_seeds; every other seed runs once) of a configuration
+            that sets none.
+        replicate_seeds: the top-level `replicate_seeds`: the seeds that get
+            `replicates` runs, in the order of `seeds`; None: every seed.
+        ulp_baseline: the top-level `ulp_baseline`: whether each seed of a
+            configuration that sets none gets a 1-ulp run.
+        (Each configuration's own values are its `plan`.)
         trajectory_points: weight snapshots per run (0: none).
         workers: default number of runs at once.
         report: defaults for `prednet-study report`.
@@ -197,28 +255,26 @@ class StudySpec:
             raise SpecError(f"No configuration matches {', '.join(patterns)}; the spec has: {names}.")
         return chosen
 
-    def replicates_of(self, seed):
-        """Runs per configuration of `seed` (1 when replicate_seeds leaves it out)."""
-        if self.replicate_seeds is None or seed in self.replicate_seeds:
-            return self.replicates
-        return 1
+    def replicates_of(self, seed, configuration):
+        """Runs of `seed` in the configuration named `configuration` (its plan's; 1 when its
+        replicate_seeds leaves the seed out)."""
+        return self.configuration(configuration).plan.replicates_of(seed)
 
     def planned_runs(self, configurations=None):
-        """Every run, seed-major (each seed's arms together, so partial results stay balanced).
+        """Every run, seed-major (each seed's arms together, so partial results stay balanced): of each seed,
+        the first runs of every arm, then the second runs of the arms that replicate it, ..., then the 1-ulp
+        runs; each arm as its plan says.
 
         Args:
             configurations: the arms to plan (default: all).
         """
         configurations = self.configurations if configurations is None else configurations
-        # A set: with thousands of seeds, looking each up in the list would take quadratic time.
-        replicated = None if self.replicate_seeds is None else set(self.replicate_seeds)
         planned = []
         for seed in self.seeds:
-            runs = self.replicates if replicated is None or seed in replicated else 1
-            for replicate in range(1, runs + 1):
-                planned += [PlannedRun(c, seed, replicate) for c in configurations]
-            if self.ulp_baseline:
-                planned += [PlannedRun(c, seed, None, "ulp") for c in configurations]
+            runs = [(c, c.plan.replicates_of(seed)) for c in configurations]
+            for replicate in range(1, max((n for _, n in runs), default=0) + 1):
+                planned += [PlannedRun(c, seed, replicate) for c, n in runs if n >= replicate]
+            planned += [PlannedRun(c, seed, None, "ulp") for c in configurations if c.plan.ulp_baseline]
         return planned
 
     def run_options(self, run, init_weights):
@@ -326,16 +382,19 @@ def parse_spec(data, default_name="study", base=None):
                             "set `name` in the spec.") from None
     seeds = _seeds(data.get("seeds", 1))
     replicates = data.get("replicates", 1)
-    replicate_seeds = _replicate_seeds(data.get("replicate_seeds"), seeds, replicates)
+    replicate_seeds = _replicate_seeds(None, data.get("replicate_seeds"), seeds, replicates)
     trajectory_points = data.get("trajectory_points", 0)
     workers = data.get("workers", 1)
     ulp_baseline = data.get("ulp_baseline", False)
     tables = {key: _table(data, key) for key in ("train", "runtime", "configurations", "report")}
     # The cheap checks first: a plan too large is refused before [train]'s options are resolved.
     configurations_table = tables["configurations"]
-    _check_plan_size(seeds, replicates, replicate_seeds, ulp_baseline, len(configurations_table))
+    _check_configuration_count(len(configurations_table))
+    default_plan = Plan(replicates, None if replicate_seeds is None else tuple(replicate_seeds), ulp_baseline)
+    plans = _plans(configurations_table, seeds, default_plan)
+    _check_plan_size(seeds, plans)
     train = _train_options(model, tables["train"], base)
-    configurations = _configurations(model, configurations_table, tables["runtime"])
+    configurations = _configurations(model, configurations_table, tables["runtime"], plans)
     report = tables["report"]
     _check_keys("report", report, REPORT_KEYS)
     for key, value in report.items():
@@ -382,42 +441,73 @@ def _seeds(value):
     return list(value)
 
 
-def _replicate_seeds(value, seeds, replicates):
-    """`replicate_seeds` as the list of seeds it names (in `seeds`' order), or None (every seed)."""
+def _replicate_seeds(table, value, seeds, replicates):
+    """`replicate_seeds` of `table` (None: the top level) as the list of seeds it names (in `seeds`' order),
+    or None (every seed)."""
     if value is None:
         return None
+    place = _place(table, "replicate_seeds")
     if replicates < 2:
-        raise SpecError(f"replicate_seeds: names the seeds that get `replicates` runs, but `replicates` is "
+        raise SpecError(f"{place}: names the seeds that get `replicates` runs, but `replicates` is "
                         f"{replicates}: set `replicates` >= 2, or leave `replicate_seeds` out.")
     if isinstance(value, int):
         if value > len(seeds):
-            raise SpecError(f"replicate_seeds: as a count must be between 1 and the number of seeds "
+            raise SpecError(f"{place}: as a count must be between 1 and the number of seeds "
                             f"({len(seeds)}), got {value}.")
         return list(seeds[:value])
     if len(set(value)) != len(value):
-        raise SpecError(f"replicate_seeds: lists a seed twice: {spec_rules.shown(value)}.")
+        raise SpecError(f"{place}: lists a seed twice: {spec_rules.shown(value)}.")
     known = set(seeds)
     missing = [s for s in value if s not in known]
     if missing:
-        raise SpecError(f"replicate_seeds: names seed{'s' if len(missing) > 1 else ''} "
+        raise SpecError(f"{place}: names seed{'s' if len(missing) > 1 else ''} "
                         f"{seed_list(missing)}, not in `seeds` ({seed_list(seeds)}).")
     chosen = set(value)
     return [s for s in seeds if s in chosen]
 
 
-def _check_plan_size(seeds, replicates, replicate_seeds, ulp_baseline, configurations):
-    """Refuses a plan over the caps, from the counts alone (nothing is planned)."""
+def _plans(table, seeds, default):
+    """{name: Plan} of every [configurations.NAME] (its name and table checked first): its plan keys checked,
+    `default` (the top-level keys' Plan) for those it leaves out."""
+    plans = {}
+    for name, values in table.items():
+        try:
+            spec_rules.NAME.check(name)
+        except RuleError as error:
+            raise SpecError(f"[configurations.{spec_rules.shown(name)}]: the name {error}.") from None
+        place = f"configurations.{name}"
+        if not isinstance(values, dict):
+            raise SpecError(f"[{place}] must be a table, got {spec_rules.shown(values)} "
+                            f"({spec_rules.describe(values)}).")
+        for key in PLAN_KEYS:
+            if key in values:
+                _check(place, key, values[key], spec_rules.TOP_RULES[key])
+        replicates = values.get("replicates", default.replicates)
+        if "replicate_seeds" in values:
+            chosen = tuple(_replicate_seeds(place, values["replicate_seeds"], seeds, replicates))
+        else:
+            # The top level's replicate_seeds mean nothing to a configuration that replicates no seed.
+            chosen = default.replicate_seeds if replicates > 1 else None
+        plans[name] = Plan(replicates, chosen, values.get("ulp_baseline", default.ulp_baseline))
+    return plans
+
+
+def _check_configuration_count(configurations):
     if configurations > spec_rules.MAX_CONFIGURATIONS:
         raise SpecError(f"[configurations]: {configurations:,} configurations; at most "
                         f"{spec_rules.MAX_CONFIGURATIONS} (each is compared with every other in the report).")
-    replicated = len(seeds) if replicate_seeds is None else len(replicate_seeds)
-    per_configuration = len(seeds) + replicated * (replicates - 1) + (len(seeds) if ulp_baseline else 0)
-    total = per_configuration * configurations
+
+
+def _check_plan_size(seeds, plans):
+    """Refuses a plan over the caps, from the counts alone (nothing is planned)."""
+    counts = [plan.run_count(seeds) for plan in plans.values()]
+    total = sum(counts)
     if total > spec_rules.MAX_RUNS:
-        arms = f"{configurations} configuration{'s' if configurations != 1 else ''}"
-        raise SpecError(f"the plan has {total:,} runs ({per_configuration:,} per configuration x {arms}); at most "
-                        f"{spec_rules.MAX_RUNS:,} (each run is a training process and a run folder): fewer seeds, "
-                        "replicates or configurations.")
+        arms = f"{len(counts)} configuration{'s' if len(counts) != 1 else ''}"
+        each = (f"{counts[0]:,} per configuration x {arms}" if min(counts) == max(counts) else
+                f"{min(counts):,} to {max(counts):,} per configuration, {arms}")
+        raise SpecError(f"the plan has {total:,} runs ({each}); at most {spec_rules.MAX_RUNS:,} (each run is a "
+                        "training process and a run folder): fewer seeds, replicates or configurations.")
 
 
 def seed_list(seeds, limit=10):
@@ -468,7 +558,9 @@ def _train_options(model, table, base):
     return resolved
 
 
-def _configurations(model, table, defaults):
+def _configurations(model, table, defaults, plans):
+    """The Configurations of [configurations] (`plans`: theirs, from _plans, which checked the names and
+    tables), over the [runtime] `defaults`."""
     if not table:
         raise SpecError("the spec names no [configurations.NAME] table: a study needs at least one.")
     _check_keys("runtime", defaults, RUNTIME_KEYS)
@@ -480,23 +572,17 @@ def _configurations(model, table, defaults):
     factor_rules = kind.factor_rules()
     out = []
     for name, values in table.items():
-        try:
-            spec_rules.NAME.check(name)
-        except RuleError as error:
-            raise SpecError(f"[configurations.{spec_rules.shown(name)}]: the name {error}.") from None
         place = f"configurations.{name}"
-        if not isinstance(values, dict):
-            raise SpecError(f"[{place}] must be a table, got {spec_rules.shown(values)} "
-                            f"({spec_rules.describe(values)}).")
-        allowed = set(RUNTIME_KEYS) | set(kind.arm_factors)
+        allowed = set(RUNTIME_KEYS) | set(kind.arm_factors) | set(PLAN_KEYS)
         unknown = sorted(set(values) - allowed)
         if unknown:
             extra = f"; arm factors of {model}: {', '.join(kind.arm_factors)}" if kind.arm_factors else ""
             raise SpecError(f"[{place}]: unknown key{'s' if len(unknown) > 1 else ''} "
                             f"{', '.join(spec_rules.shown(k)[1:-1] for k in unknown)} "
-                            f"(runtime: {', '.join(RUNTIME_KEYS)}{extra}).")
+                            f"(runtime: {', '.join(RUNTIME_KEYS)}{extra}; plan: {', '.join(PLAN_KEYS)}).")
         for key, value in values.items():
-            _check(place, key, value, spec_rules.RUNTIME_RULES.get(key) or factor_rules[key])
+            if key not in PLAN_KEYS:
+                _check(place, key, value, spec_rules.RUNTIME_RULES.get(key) or factor_rules[key])
         runtime = {"backend": "tensorflow", **defaults, **{k: v for k, v in values.items() if k in RUNTIME_KEYS}}
         try:
             config = RuntimeConfig.from_dict(runtime)
@@ -505,7 +591,7 @@ def _configurations(model, table, defaults):
         if config.precision != "float32" and not kind.precision_modes:
             raise SpecError(f"[{place}]: precision {config.precision} is for model prednet only.")
         factors = kind.study_factors(values)
-        out.append(Configuration(name=name, runtime=config.to_dict(), factors=factors))
+        out.append(Configuration(name=name, runtime=config.to_dict(), factors=factors, plan=plans[name]))
     seen, folded = {}, {}
     for config in out:
         key = (tuple(sorted(config.runtime.items())), tuple(sorted(config.factors.items())))

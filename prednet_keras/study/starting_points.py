@@ -3,9 +3,11 @@
     DIR/seeds/seed-0003/
       initial_weights.h5       the seed's weights (`starting_point`, numpy: the
                                same numbers on every backend and machine)
-      initial_weights_ulp.h5   the same, every weight nudged by one ulp (when the
-                               spec asks for the 1-ulp baseline)
-      seed.json                seed, checksums, the model they were made for
+      initial_weights_ulp.h5   the same with one weight nudged by one ulp (when a
+                               configuration's plan asks for the 1-ulp baseline)
+      seed.json                seed, checksums, the model they were made for; with
+                               the 1-ulp weights, ulp_change: the weight changed
+                               (`starting_point.nudge_by_ulp`)
 
 They are made in a child process on the CPU (`python -m
 prednet_keras.study.starting_points -`, the request on stdin), so the process running the
@@ -56,40 +58,47 @@ def weights_path(study_dir, seed, perturbation=None):
     return seed_folder(study_dir, seed) / (ULP_WEIGHTS if perturbation == "ulp" else WEIGHTS)
 
 
-def start(spec, study_dir, seeds, backend):
-    """Starts making the starting points of `seeds` that do not exist yet (one child process, seeds in
-    ascending order, each complete before the next begins), so that runs can start as their seeds appear.
+def start(spec, study_dir, runs, backend):
+    """Starts making the starting points that `runs` need and that do not exist yet (one child process, seeds
+    in ascending order, each complete before the next begins), so that runs can start as their seeds appear.
 
     An existing seed.json made for other training options is an error, raised here: the study folder
-    belongs to another spec.
+    belongs to another spec. So are 1-ulp weights made when the baseline nudged every weight, where a 1-ulp
+    run needs them: started from them, it would measure another baseline than the study's other 1-ulp runs.
 
     Args:
         spec: the StudySpec.
         study_dir: the study folder.
-        seeds: the seeds that need starting points.
+        runs: the PlannedRuns about to run: each needs its seed's weights, a 1-ulp run also the nudged ones.
         backend: the Keras backend of the child process.
 
     Returns:
         StartingPoints (a context manager: leaving it stops the child if it still runs).
     """
     protocol = spec.protocol_dict()
+    nudged = {run.seed for run in runs if run.perturbation == "ulp"}
     records, missing = {}, []
-    for seed in seeds:
+    for seed in sorted({run.seed for run in runs}):
         record = read_seed_record(study_dir, seed)
         complete = record is not None and Path(weights_path(study_dir, seed)).is_file() and (
-            not spec.ulp_baseline or Path(weights_path(study_dir, seed, "ulp")).is_file()
+            seed not in nudged or Path(weights_path(study_dir, seed, "ulp")).is_file()
         )
         if complete and record.get("protocol") != protocol:
             raise StartingPointError(
                 f"{seed_folder(study_dir, seed)} was made for other training options than this spec's; "
                 "use another output folder for this spec."
             )
+        if complete and seed in nudged and "ulp_change" not in record:
+            raise StartingPointError(
+                f"{seed_folder(study_dir, seed)} holds 1-ulp weights with every weight nudged, made before the "
+                "baseline nudged one weight; use another output folder for this spec's 1-ulp runs."
+            )
         if complete:
             records[seed] = record
         else:
             missing.append(seed)
-    return StartingPoints(study_dir, records, _start_child(spec, study_dir, sorted(missing), backend)
-                          if missing else None, missing)
+    child = _start_child(spec, study_dir, missing, sorted(nudged.intersection(missing)), backend) if missing else None
+    return StartingPoints(study_dir, records, child, missing)
 
 
 class StartingPoints:
@@ -173,11 +182,12 @@ class _MakerProcess:
             self.stderr.close()
 
 
-def _start_child(spec, study_dir, seeds, backend):
+def _start_child(spec, study_dir, seeds, nudged, backend):
+    """The child making the starting points of `seeds`, and the 1-ulp ones of the seeds of `nudged`."""
     from prednet_keras import childproc, runtime
 
     config = runtime.RuntimeConfig(backend=backend, device="cpu")
-    request = {"model": spec.model, "train": spec.train, "seeds": list(seeds), "ulp": spec.ulp_baseline,
+    request = {"model": spec.model, "train": spec.train, "seeds": list(seeds), "ulp": list(nudged),
                "study_dir": os.fspath(Path(study_dir).resolve()), "protocol": spec.protocol_dict()}
     # The request goes through stdin, so a study process killed outright leaves no request file behind.
     # stderr goes to a file, not a pipe: nobody reads it while the child runs, and a full pipe would stop it.
@@ -207,17 +217,17 @@ def _make(request):
     from prednet_keras import starting_point
 
     target = build_model(request["model"], request["train"])
+    nudged = set(request["ulp"])
     for seed in request["seeds"]:
         folder = seed_folder(request["study_dir"], seed)
         folder.mkdir(parents=True, exist_ok=True)
         checksum = starting_point.save_initial_weights(target, folder / WEIGHTS, seed, overwrite=True)
         record = {"seed": seed, "checksum": checksum, "file": WEIGHTS, "protocol": request["protocol"],
                   "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        if request["ulp"]:
+        if seed in nudged:
             weights, _ = starting_point.read_initial_weights(folder / WEIGHTS)
-            record["ulp_checksum"] = starting_point.write_initial_weights(
-                folder / ULP_WEIGHTS, starting_point.nudge_by_ulp(weights), seed
-            )
+            weights, record["ulp_change"] = starting_point.nudge_by_ulp(weights, seed)
+            record["ulp_checksum"] = starting_point.write_initial_weights(folder / ULP_WEIGHTS, weights, seed)
             record["ulp_file"] = ULP_WEIGHTS
         # Written last: a seed folder without it is remade.
         runs.atomic_write_json(folder / SEED_RECORD, record)

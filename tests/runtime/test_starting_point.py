@@ -135,6 +135,59 @@ def test_checksum_sees_names_and_every_bit():
     assert sp.weights_checksum(renamed) != base
 
 
+# ------------------------------------------------------------- the 1-ulp noise floor
+# The weights nudge_by_ulp picks for seeds 0, 1 and 2 of _mixed_weights.
+PINNED_NUDGES = [("dense/kernel", 63), ("dense/kernel", 93), ("dense/kernel", 89)]
+
+
+def _mixed_weights():
+    """A float32 kernel, a float64 and a float16 bias and an integer counter, not in sorted order."""
+    return {"dense/kernel": np.linspace(-1, 1, 100, dtype=np.float32).reshape(10, 10),
+            "conv/bias": np.full(5, 0.1, np.float64), "steps": np.arange(4, dtype=np.int64),
+            "dense/bias": np.full(3, 0.5, np.float16)}
+
+
+def test_nudge_by_ulp_changes_one_weight_by_one_ulp():
+    weights = _mixed_weights()
+    kept = {key: value.copy() for key, value in weights.items()}
+    for seed in range(30):
+        nudged, change = sp.nudge_by_ulp(weights, seed)
+        assert list(nudged) == list(weights)
+        differing = [(key, int(i)) for key in weights for i in np.flatnonzero(nudged[key] != weights[key])]
+        assert differing == [(change["key"], change["index"])]
+        before = weights[change["key"]].reshape(-1)[change["index"]]
+        after = nudged[change["key"]].reshape(-1)[change["index"]]
+        assert after.dtype == before.dtype and change["dtype"] == before.dtype.name
+        assert after == np.nextafter(before, np.array(np.inf, dtype=before.dtype)) and after > before
+        assert (change["before"], change["after"]) == (float(before), float(after))
+        bits = f"u{before.dtype.itemsize}"
+        assert int(change["before_bits"], 16) == int(before.view(bits))
+        assert int(change["after_bits"], 16) == int(after.view(bits))
+        for key, value in weights.items():  # the weights given are left as they were
+            np.testing.assert_array_equal(value, kept[key])
+    # The record of a float32 0.1: its bits, then the next float32 up.
+    _, change = sp.nudge_by_ulp({"w": np.float32([0.1]), "steps": np.int64([7])}, 0)
+    assert change == {"key": "w", "index": 0, "dtype": "float32", "before": float(np.float32(0.1)),
+                      "after": float(np.nextafter(np.float32(0.1), np.float32(1))),
+                      "before_bits": "0x3dcccccd", "after_bits": "0x3dccccce"}
+
+
+def test_nudge_by_ulp_picks_the_same_weight_for_a_seed_and_another_for_other_seeds():
+    weights = _mixed_weights()
+    picks = [tuple(sp.nudge_by_ulp(weights, seed)[1][k] for k in ("key", "index")) for seed in range(20)]
+    # The same for the seed whatever the order of the mapping (every arm, every machine) ...
+    reordered = dict(reversed(list(weights.items())))
+    assert picks == [tuple(sp.nudge_by_ulp(reordered, seed)[1][k] for k in ("key", "index")) for seed in range(20)]
+    # ... pinned, so that a study's 1-ulp runs of one version start where another version's did ...
+    assert picks[:3] == PINNED_NUDGES
+    # ... and another weight for (almost) every other seed, among all the floating-point weights.
+    assert sum(pick != picks[0] for pick in picks[1:]) >= 18
+    keys = {sp.nudge_by_ulp(weights, seed)[1]["key"] for seed in range(300)}
+    assert keys == {"dense/kernel", "conv/bias", "dense/bias"}
+    with pytest.raises(ValueError, match="No floating-point weight"):
+        sp.nudge_by_ulp({"steps": np.arange(3)}, 0)
+
+
 # --------------------------------------------------------------------------- files
 def test_save_load_round_trip(tmp_path):
     path = tmp_path / "init.h5"

@@ -62,7 +62,7 @@ def test_replicate_seeds_replicates_only_some_seeds():
         "a/seed-0009-r1", "a/seed-0009-r2", "a/seed-0009-r3", "a/seed-0009-ulp",
     ]
     assert spec.to_dict()["replicate_seeds"] == [5, 9]
-    assert [spec.replicates_of(s) for s in spec.seeds] == [3, 1, 3]
+    assert [spec.replicates_of(s, "a") for s in spec.seeds] == [3, 1, 3]
     # Absent: every seed, as before.
     spec = parse_spec(spec_with(replicates=2))
     assert spec.replicate_seeds is None and spec.to_dict()["replicate_seeds"] is None
@@ -284,8 +284,8 @@ def test_committed_study_folders_still_plan_every_seed_alike(spec_name, folder, 
     runner._check_compatible(recorded, spec, root / folder)  # the spec still resumes its folder
     merged = runner._merge(recorded, spec.to_dict())
     assert merged["replicate_seeds"] == spec.replicate_seeds  # the folder replicated no seed the spec does not
-    runs_per_seed = [spec.replicates_of(seed) for seed in spec.seeds]
-    assert len(spec.planned_runs()) == sum(runs_per_seed) * len(spec.configurations)
+    runs_per_seed = [spec.replicates_of(seed, config.name) for config in spec.configurations for seed in spec.seeds]
+    assert len(spec.planned_runs()) == sum(runs_per_seed)
     # The published folder keeps its runs packed; unpacked (as its README says), they are the spec's finished runs.
     with pytest.raises(runner.StudyFolderError, match="unpack them first"):
         runner.plan_status(spec, root / folder)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from prednet_keras.study import starting_points
-from prednet_keras.study.spec import load_spec
+from prednet_keras.study.spec import PlannedRun, load_spec
 from prednet_keras.study.starting_points import StartingPointError, StartingPoints
 
 SPEC = """
@@ -68,8 +68,9 @@ def test_a_child_that_ends_without_writing_a_seed_is_an_error(tmp_path):
 def test_seeds_come_as_they_are_written_and_closing_stops_the_child(tmp_path):
     spec = _spec(tmp_path)
     study = tmp_path / "study"
-    seeds = list(range(1000))  # far more than the child writes before the first one is taken
-    with starting_points.start(spec, study, seeds, "tensorflow") as points:
+    # Far more seeds than the child writes before the first one is taken.
+    runs = [PlannedRun(spec.configurations[0], seed, 1) for seed in range(1000)]
+    with starting_points.start(spec, study, runs, "tensorflow") as points:
         deadline = time.time() + 120
         while points.get(0) is None:
             assert time.time() < deadline, "seed 0 never appeared"
@@ -81,7 +82,36 @@ def test_seeds_come_as_they_are_written_and_closing_stops_the_child(tmp_path):
     assert record["seed"] == 0 and record["protocol"] == spec.protocol_dict()
     assert not starting_points.seed_folder(study, 999).joinpath(starting_points.SEED_RECORD).exists()
     # What was written is kept and reused: no child for seeds already there, the same record.
-    with starting_points.start(spec, study, [0], "tensorflow") as again:
+    with starting_points.start(spec, study, runs[:1], "tensorflow") as again:
         assert again._child is None and again.wait() == {0: record}
     with pytest.raises(StartingPointError, match="other training options"):
-        starting_points.start(_spec(tmp_path, images=40), study, [0], "tensorflow")
+        starting_points.start(_spec(tmp_path, images=40), study, runs[:1], "tensorflow")
+
+
+def test_a_seeds_ulp_weights_differ_in_the_one_weight_its_record_names(tmp_path, monkeypatch):
+    import keras
+    import numpy as np
+
+    from prednet_keras import starting_point
+
+    def tiny(model, options):
+        inputs = keras.Input((6,))
+        return keras.Model(inputs, keras.layers.Dense(3, name="dense")(keras.layers.Dense(4, name="hidden")(inputs)))
+
+    monkeypatch.setattr(starting_points, "build_model", tiny)
+    starting_points._make({"model": "tiny", "train": {}, "seeds": [0, 1], "ulp": [1], "study_dir": str(tmp_path),
+                           "protocol": {"model": "tiny"}})
+    # Seed 0 has no 1-ulp run: no file, no record of one.
+    plain = starting_points.read_seed_record(tmp_path, 0)
+    assert "ulp_change" not in plain and not starting_points.weights_path(tmp_path, 0, "ulp").exists()
+    record = starting_points.read_seed_record(tmp_path, 1)
+    weights, _ = starting_point.read_initial_weights(starting_points.weights_path(tmp_path, 1))
+    nudged, info = starting_point.read_initial_weights(starting_points.weights_path(tmp_path, 1, "ulp"))
+    assert info["checksum"] == record["ulp_checksum"] != record["checksum"]
+    change = record["ulp_change"]
+    assert change == starting_point.nudge_by_ulp(weights, 1)[1]
+    for key in weights:
+        differing = np.flatnonzero(nudged[key] != weights[key]).tolist()
+        assert differing == ([change["index"]] if key == change["key"] else [])
+    before = weights[change["key"]].reshape(-1)[change["index"]]
+    assert nudged[change["key"]].reshape(-1)[change["index"]] == np.nextafter(before, np.float32(np.inf))
