@@ -19,7 +19,7 @@ class AutoencoderKind(ProtocolKind):
     history_columns = ("update", "loss", "image", "seconds")
     evaluation = "reconstruction"
     # StudyConfig's fields added after studies were run, as those runs' [train] would now read (unset).
-    predating_train_options = {"unroll": None}
+    predating_train_options = {"unroll": None, "heldout_data": None}
     bench = base.BenchDefaults(image_shape=MNIST_SHAPE, nt=1, variants=AUTOENCODERS,
                                fixed_note="28x28 MNIST images")
 
@@ -32,7 +32,7 @@ class AutoencoderKind(ProtocolKind):
         if config.autoencoder not in AUTOENCODERS:
             raise ValueError(f"--autoencoder must be one of {', '.join(AUTOENCODERS)}, got {config.autoencoder!r}.")
         for name in ("tbptt", "emulate_cpu_aliasing", "stack_sizes", "r_stack_sizes", "filter_size", "size",
-                     "period", "bprop", "unroll"):
+                     "period", "bprop", "unroll", "heldout_data"):
             if getattr(config, name) is not None:
                 raise ValueError(f"{flag(name)} applies to --model prednet-chainer, not to --model autoencoder.")
 

@@ -169,6 +169,11 @@ class ModelKind:
         """Trains; returns a protocols.ProtocolResult."""
         raise NotImplementedError
 
+    def evaluate_heldout(self, config, model):
+        """(record for the manifest's result, {name: predictions}) of the trained `model` on frames no update
+        trained on, or None when the kind scores none (prednet-chainer's --heldout-data)."""
+        return None
+
     def model_record(self, config, result):
         """The manifest's `model` record of a finished run."""
         raise NotImplementedError

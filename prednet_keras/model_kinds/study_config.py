@@ -172,11 +172,6 @@ class ProtocolKind(base.ModelKind):
             values[name] = options.get(name) if name in self.options else None
         return StudyConfig(**values)
 
-    def evaluate_heldout(self, config, model):
-        """(record for the manifest's result, {name: predictions}) of the trained `model` on config.heldout_data,
-        or None when the kind scores no held-out data."""
-        return None
-
     def model_record(self, config, result):
         # The model's own config as the protocol reported it; an autoencoder's choice otherwise.
         return {
