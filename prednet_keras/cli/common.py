@@ -45,6 +45,34 @@ class IntList(click.ParamType):
         return numbers
 
 
+class SeedRanges(click.ParamType):
+    """Seeds as a comma-separated list of seeds and inclusive ranges, e.g. 100-103,110."""
+
+    name = "N[-M],..."
+    # A range is expanded into a list: one this long is a typo, not a portion of a study.
+    MOST = 100_000
+
+    def get_metavar(self, param, ctx=None):
+        return self.name
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (tuple, list)):
+            return tuple(value)
+        seeds = []
+        for part in str(value).split(","):
+            first, _, last = part.strip().partition("-")
+            try:
+                low, high = int(first), int(last or first)
+            except ValueError:
+                self.fail(f"{value!r}: {part.strip()!r} is not a seed or a range of seeds (e.g. 100-103,110).",
+                          param, ctx)
+            if low < 0 or high < low or high - low >= self.MOST:
+                self.fail(f"{value!r}: {part.strip()!r} must be a seed >= 0 or a range N-M with N <= M "
+                          f"(at most {self.MOST:,} seeds).", param, ctx)
+            seeds.extend(range(low, high + 1))
+        return tuple(dict.fromkeys(seeds))
+
+
 class FrameSize(click.ParamType):
     """HxW, e.g. 128x160."""
 

@@ -3,6 +3,7 @@
     prednet-study run SPEC -o DIR [--executor local|ray [--address ADDR]]
     prednet-study report DIR... -o REPORT
     prednet-study pack DIR / prednet-study unpack DIR
+    prednet-study pairs SPEC -o DIR
 
 Each subcommand only parses, calls prednet_keras.study and prints.
 """
@@ -14,7 +15,7 @@ import time
 
 import click
 
-from prednet_keras.cli.common import fail_on_user_errors
+from prednet_keras.cli.common import SeedRanges, fail_on_user_errors
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 
@@ -116,6 +117,9 @@ Each run is a Ray task asking for threads CPUs (1 when unset) and, for GPU arms,
               "with --executor ray: runs submitted at once [default: all; Ray places them by resources].")
 @click.option("--only", multiple=True, metavar="GLOB",
               help="Run only the configurations whose names match (repeatable); the rest can run elsewhere.")
+@click.option("--seeds", "seeds", type=SeedRanges(),
+              help="Run only these of the spec's seeds (e.g. 100-103,110): one portion of a study, every "
+              "configuration of each seed together. Like --only, it writes no report.")
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write DIR/report when every planned run is done.")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
@@ -137,8 +141,8 @@ Each run is a Ray task asking for threads CPUs (1 when unset) and, for GPU arms,
 @click.option("-q", "--quiet", is_flag=True, help="One line per finished run, no progress bar.")
 @click.pass_context
 @fail_on_user_errors
-def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_share, retries, compile_cache, dry_run,
-        quiet):
+def run(ctx, spec_path, output, workers, only, seeds, report, executor, address, gpu_share, retries, compile_cache,
+        dry_run, quiet):
     """Run the study in SPEC (a TOML file, or a ready spec: quick, paper, retraction) into --output.
 
     Every run is a separate training process and the usual run folder. For each
@@ -168,6 +172,8 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
                                "no shared cache).")
     spec_path = resolve_spec_path(spec_path)
     spec = load_spec(spec_path)
+    if seeds:
+        spec = spec.with_seeds(seeds)
     command = ["prednet-study"] + sys.argv[1:]
     if dry_run:
         configurations = spec.select(only)
@@ -215,7 +221,7 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
             click.echo(f"{outcome['pending']} run(s) not done; run the same command again once the cluster can "
                        "place them.", err=True)
         ctx.exit(1)
-    if report and not only:
+    if report and not only and not seeds:
         from prednet_keras.study.report import ReportOptions, answer, make_report
 
         options = ReportOptions(**{k: v for k, v in spec.report.items()})
@@ -224,6 +230,9 @@ def run(ctx, spec_path, output, workers, only, report, executor, address, gpu_sh
         for section in result["protocols"]:
             click.echo(f"Answer: {answer(section)}")
         click.echo(f"{result['runs_used']} runs in the report: {os.path.join(output, 'report', 'report.md')}")
+    elif report and seeds:
+        click.echo(f"The seeds of this portion are done; the report is written by the run without --seeds, or "
+                   f"with: prednet-study report {output} -o REPORT", err=True)
     elif report:
         click.echo(f"This machine's part is done. Merge the study folders with: prednet-study report "
                    f"{output} OTHER_FOLDER... -o REPORT", err=True)
@@ -236,7 +245,7 @@ def _plan_text(seeds, plan):
     if plan.replicate_seeds is None:
         text = f"{len(seeds)} seeds x {plan.replicates} replicate(s)"
     else:
-        chosen = plan.replicate_seeds
+        chosen = [seed for seed in plan.replicate_seeds if seed in set(seeds)]
         text = (f"{len(seeds)} seeds ({len(chosen)} of them x {plan.replicates} replicates: {seed_list(chosen)}; "
                 "the others x 1)")
     return text + (" + 1-ulp baseline" if plan.ulp_baseline else "")
@@ -311,6 +320,46 @@ def report(dirs, output, metric, margin, margin_sd, alpha, power, checkpoints, c
         prefix = f"{section['id']}: " if len(result["protocols"]) > 1 else ""
         click.echo(f"Answer: {prefix}{answer(section)}")
     click.echo(f"Report: {output}/report.md")
+
+
+@main.command(
+    context_settings=CONTEXT,
+    short_help="Compare each seed's runs through their large files into DIR/pairs/.",
+    epilog="""\b
+Example:
+  prednet-study pairs docs/study/device/spec.toml -o docs/study/device --remove-incomplete
+""",
+)
+@click.argument("spec_path", metavar="SPEC")
+@click.option("-o", "--output", required=True, type=click.Path(exists=True, file_okay=False),
+              help="The study folder, its runs/ unpacked with their large files.")
+@click.option("--remove-incomplete", is_flag=True, help="Delete the finished runs of every seed that still lacks a "
+              "planned run, so that a later portion runs the seed again whole (its pairs need all its runs' files "
+              "at once).")
+@click.option("--overwrite", is_flag=True, help="Write a seed's pairs again when its file exists.")
+@fail_on_user_errors
+def pairs(spec_path, output, remove_incomplete, overwrite):
+    """Compare every pair of each seed's runs through the files a study's archive does not keep.
+
+    For each seed whose planned runs are all complete, DIR/pairs/seed-NNNN.json.xz
+    gets, for every pair of its runs: the RMS difference of their held-out
+    predictions (heldout_predictions.npz), the normalised L2 and cosine distance
+    of their sampled weights at each snapshot (trajectory.npz), and the first
+    update whose logged loss differs. Run it where the runs were trained,
+    before their large files are dropped and the runs packed.
+    """
+    from prednet_keras.study.seed_pairs import remove_runs, write_seed_pairs
+    from prednet_keras.study.spec import load_spec, resolve_spec_path
+
+    spec = load_spec(resolve_spec_path(spec_path))
+    result = write_seed_pairs(output, spec.planned_runs(), overwrite=overwrite)
+    click.echo(f"pairs written for {len(result['written'])} seed(s), {len(result['kept'])} already there, "
+               f"{len(result['incomplete'])} incomplete.")
+    if remove_incomplete and result["incomplete"]:
+        incomplete = set(result["incomplete"])
+        removed = remove_runs(output, [run.key for run in spec.planned_runs() if run.seed in incomplete])
+        click.echo(f"removed {len(removed)} finished run(s) of the incomplete seeds "
+                   f"{', '.join(map(str, sorted(result['incomplete'])))}: a later portion runs them again whole.")
 
 
 @main.command(

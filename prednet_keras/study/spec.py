@@ -71,6 +71,7 @@ import tomllib
 from pathlib import Path
 
 from prednet_keras import model_kinds
+from prednet_keras.model_kinds.study_config import EMBEDDED_HELDOUT
 from prednet_keras.study import spec_rules
 from prednet_keras.study.spec_rules import RuleError
 
@@ -137,7 +138,8 @@ class Plan:
 
     def run_count(self, seeds):
         """Runs of all `seeds` (the spec's), the 1-ulp runs included."""
-        replicated = len(seeds) if self.replicate_seeds is None else len(self.replicate_seeds)
+        # Only the replicated seeds among `seeds` (a portion of a study, --seeds, has fewer than the spec).
+        replicated = len(seeds) if self._replicated is None else len(self._replicated.intersection(seeds))
         return len(seeds) + replicated * (self.replicates - 1) + (len(seeds) if self.ulp_baseline else 0)
 
     def to_dict(self):
@@ -244,6 +246,20 @@ class StudySpec:
             if config.name == name:
                 return config
         raise KeyError(name)
+
+    def with_seeds(self, chosen):
+        """This spec with only the seeds in `chosen` (in the spec's order): one portion of a study.
+
+        Raises:
+            SpecError: a chosen seed that the spec does not have.
+        """
+        known = set(self.seeds)
+        unknown = [seed for seed in chosen if seed not in known]
+        if unknown:
+            raise SpecError(f"--seeds names seed{'s' if len(unknown) > 1 else ''} {seed_list(unknown)}, not in the "
+                            f"spec's seeds ({seed_list(self.seeds)}).")
+        chosen = set(chosen)
+        return dataclasses.replace(self, seeds=[seed for seed in self.seeds if seed in chosen])
 
     def select(self, patterns):
         """The configurations whose names match any of the glob `patterns` (all when none)."""
@@ -538,9 +554,12 @@ def _train_options(model, table, base):
     rules = spec_rules.train_rules(model)
     for key, value in options.items():
         _check("train", key, value, rules[key])
-    for key in ("data", "val_data"):
-        if isinstance(options.get(key), str) and base is not None and not Path(options[key]).is_absolute():
-            options[key] = str((Path(base) / options[key]).resolve())
+    for key in ("data", "val_data", "heldout_data"):
+        value = options.get(key)
+        if key == "heldout_data" and value == EMBEDDED_HELDOUT:
+            continue
+        if isinstance(value, str) and base is not None and not Path(value).is_absolute():
+            options[key] = str((Path(base) / value).resolve())
     try:
         config = cls(model=model, **options).resolved()
     except (TypeError, ValueError) as error:

@@ -398,3 +398,22 @@ def test_precision_is_a_configuration_key_and_older_studies_had_float32(tmp_path
     bf16 = tmp_path / "bf16.toml"
     bf16.write_text(path.read_text() + f'\n[configurations.{name}-bf16]\nprecision = "mixed_bfloat16"\n')
     assert load_spec(bf16).configuration(f"{name}-bf16").runtime["precision"] == "mixed_bfloat16"
+
+
+def test_heldout_data_is_a_path_beside_the_spec_or_the_embedded_video(tmp_path):
+    """[train] heldout_data: a relative path is the spec folder's, as `data`; "embedded" stays a name, and is
+    refused while the embedded video is also the training data."""
+    import shutil
+
+    from prednet_keras import data as pdata
+
+    held = tmp_path / "held.h5"
+    shutil.copyfile(pdata.embedded_dataset("val"), held)
+    base = {"model": "prednet-chainer", "configurations": {"a": {"backend": "jax"}}}
+    spec = parse_spec({**base, "train": {"protocol": "quick", "heldout_data": "held.h5"}}, base=tmp_path)
+    assert spec.train["heldout_data"] == str(held.resolve())
+    spec = parse_spec({**base, "train": {"protocol": "quick", "data": "held.h5", "heldout_data": "embedded"}},
+                      base=tmp_path)
+    assert spec.train["heldout_data"] == "embedded"
+    with pytest.raises(SpecError, match="which is also the training data"):
+        parse_spec({**base, "train": {"protocol": "quick", "heldout_data": "embedded"}}, base=tmp_path)

@@ -1,0 +1,195 @@
+"""Two runs of one seed compared through their large files, where those files are: held-out predictions,
+weight trajectories and the per-update losses.
+
+A study's archive keeps each run's manifest, history and log, not its model, its
+held-out predictions (`heldout_predictions.npz`, megabytes) or its weight
+trajectory (`trajectory.npz`). What needs those is computed on the machine that
+trained the runs, one seed at a time, and kept as small numbers:
+
+    DIR/pairs/seed-NNNN.json.xz   every pair of the seed's complete runs:
+        prediction_rms          RMS over every held-out pixel of (a - b)
+        prediction_rms_per_sequence   the same per held-out sequence
+        prediction_scale        RMS of b's predictions (so that a disagreement can be read relatively)
+        weight_distance         at each trajectory snapshot (steps): normalised L2 |a - b| / |b| and
+                                cosine distance 1 - cos(a, b) of the two runs' sampled weights
+        first_differing_update  the first update whose logged loss differs (None: none differs)
+
+A seed is written only when every planned run of it is complete: afterwards its
+large files may be gone, and a later portion of the study could not add a pair.
+Pure NumPy and files: no framework.
+"""
+
+import json
+import lzma
+import math
+from pathlib import Path
+
+import numpy as np
+
+from prednet_keras import diskwrite
+from prednet_keras.study_train import HELDOUT_PREDICTIONS
+from prednet_keras.trajectory import FILE as TRAJECTORY
+
+__all__ = ["FOLDER", "PairsError", "compare_runs", "pairs_file", "read_seed_pairs", "remove_runs",
+           "write_seed_pairs"]
+
+FOLDER = "pairs"
+FORMAT = "prednet-keras seed pairs"
+
+
+class PairsError(ValueError):
+    """Two runs that cannot be compared (files missing, shapes that differ, values that are not finite)."""
+
+
+def pairs_file(study_dir, seed):
+    return Path(study_dir) / FOLDER / f"seed-{seed:04d}.json.xz"
+
+
+def _losses(run_dir):
+    import csv
+
+    with open(Path(run_dir) / "history.csv", newline="") as handle:
+        return [float(row["loss"]) for row in csv.DictReader(handle)]
+
+
+def _finite(values, what):
+    if not np.all(np.isfinite(values)):
+        raise PairsError(f"{what}: holds NaN or inf; no distance is computed from it.")
+    return values
+
+
+def _predictions(run_dir):
+    path = Path(run_dir) / HELDOUT_PREDICTIONS
+    if not path.is_file():
+        return None
+    with np.load(path) as data:
+        return {name: _finite(np.asarray(data[name], dtype=np.float64), f"{path} [{name}]") for name in data.files}
+
+
+def _trajectory(run_dir):
+    path = Path(run_dir) / TRAJECTORY
+    if not path.is_file():
+        return None
+    with np.load(path) as data:
+        steps = np.asarray(data["steps"]).astype(np.int64).ravel()
+        values = _finite(np.asarray(data["values"], dtype=np.float64).reshape(len(steps), -1), str(path))
+    return steps, values
+
+
+def _prediction_disagreement(a, b, where):
+    if a is None or b is None:
+        return {}
+    if list(a) != list(b):
+        raise PairsError(f"{where}: the two runs predicted different held-out sequences.")
+    per_sequence, squares, reference, count = {}, 0.0, 0.0, 0
+    for name in a:
+        if a[name].shape != b[name].shape:
+            raise PairsError(f"{where}: held-out sequence {name} has predictions of shape {a[name].shape} "
+                             f"and {b[name].shape}.")
+        difference = np.square(a[name] - b[name])
+        per_sequence[name] = math.sqrt(float(np.mean(difference)))
+        squares += float(np.sum(difference))
+        reference += float(np.sum(np.square(b[name])))
+        count += difference.size
+    return {"prediction_rms": math.sqrt(squares / count), "prediction_rms_per_sequence": per_sequence,
+            "prediction_scale": math.sqrt(reference / count)}
+
+
+def _weight_distance(a, b, where):
+    if a is None or b is None:
+        return {}
+    (steps_a, values_a), (steps_b, values_b) = a, b
+    if not np.array_equal(steps_a, steps_b) or values_a.shape != values_b.shape:
+        raise PairsError(f"{where}: the two runs' weight snapshots differ in steps or size.")
+    difference = np.linalg.norm(values_a - values_b, axis=1)
+    norm_a, norm_b = np.linalg.norm(values_a, axis=1), np.linalg.norm(values_b, axis=1)
+    cosine = np.sum(values_a * values_b, axis=1) / np.maximum(norm_a * norm_b, np.finfo(np.float64).tiny)
+    return {"weight_distance": {"steps": steps_a.tolist(),
+                                "normalised_l2": (difference / np.maximum(norm_b, np.finfo(np.float64).tiny)).tolist(),
+                                "cosine_distance": (1.0 - cosine).tolist()}}
+
+
+def compare_runs(a_dir, b_dir):
+    """What the large files say about runs `a_dir` and `b_dir` of one seed (see the module docstring).
+
+    Raises:
+        PairsError: files that do not fit together or hold non-finite values.
+    """
+    where = f"{a_dir} against {b_dir}"
+    losses_a, losses_b = _losses(a_dir), _losses(b_dir)
+    differing = [i for i, (x, y) in enumerate(zip(losses_a, losses_b), start=1) if x != y]
+    if not differing and len(losses_a) != len(losses_b):
+        differing = [min(len(losses_a), len(losses_b)) + 1]
+    out = {"first_differing_update": differing[0] if differing else None, "updates": [len(losses_a), len(losses_b)]}
+    out.update(_prediction_disagreement(_predictions(a_dir), _predictions(b_dir), where))
+    out.update(_weight_distance(_trajectory(a_dir), _trajectory(b_dir), where))
+    return out
+
+
+def write_seed_pairs(study_dir, planned, overwrite=False):
+    """Writes DIR/pairs/seed-NNNN.json.xz for each seed whose planned runs are all complete.
+
+    Args:
+        study_dir: the study folder (its runs/ unpacked, with their large files).
+        planned: the PlannedRuns of the spec (`StudySpec.planned_runs()`).
+        overwrite: write a seed's file again when it exists (its runs' files must then still be there).
+
+    Returns:
+        {"written": [seeds], "kept": [seeds already written], "incomplete": {seed: [missing run keys]}}.
+    """
+    from prednet_keras.runs import RunFolder
+
+    study_dir = Path(study_dir)
+    by_seed = {}
+    for run in planned:
+        by_seed.setdefault(run.seed, []).append(run)
+    written, kept, incomplete = [], [], {}
+    for seed, runs in sorted(by_seed.items()):
+        path = pairs_file(study_dir, seed)
+        if path.exists() and not overwrite:
+            kept.append(seed)
+            continue
+        folders = {run.key: study_dir / "runs" / run.key for run in runs}
+        missing = [key for key, folder in folders.items()
+                   if not (folder / "manifest.json").is_file()
+                   or RunFolder(folder).read_manifest().get("status") != "complete"]
+        if missing:
+            incomplete[seed] = missing
+            continue
+        keys = sorted(folders)
+        pairs = [{"a": a, "b": b, **compare_runs(folders[a], folders[b])}
+                 for i, a in enumerate(keys) for b in keys[i + 1:]]
+        record = {"format": FORMAT, "seed": seed, "runs": keys, "pairs": pairs}
+        text = json.dumps(record, indent=None, sort_keys=False) + "\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        diskwrite.write_through_temporary(path, lambda p: Path(p).write_bytes(lzma.compress(text.encode())))
+        written.append(seed)
+    return {"written": written, "kept": kept, "incomplete": incomplete}
+
+
+def remove_runs(study_dir, keys):
+    """Deletes the run folders `keys` (configuration/run) of DIR/runs/ that exist; returns those deleted.
+
+    For the seeds `write_seed_pairs` left incomplete: their finished runs' large files would be gone before
+    a later portion finishes the seed, so the seed is run again whole instead.
+    """
+    import shutil
+
+    removed = []
+    for key in keys:
+        folder = Path(study_dir) / "runs" / key
+        if folder.is_dir():
+            shutil.rmtree(folder)
+            removed.append(key)
+    return removed
+
+
+def read_seed_pairs(path):
+    """The record of a seed's pairs file."""
+    try:
+        record = json.loads(lzma.decompress(Path(path).read_bytes()))
+    except (OSError, lzma.LZMAError, ValueError) as error:
+        raise PairsError(f"{path}: not a readable pairs file ({error}).") from None
+    if record.get("format") != FORMAT:
+        raise PairsError(f"{path}: not a pairs file (format {record.get('format')!r}).")
+    return record
