@@ -16,6 +16,7 @@ A run starts once its seed's starting point is written: the study's first runs t
 makes the later seeds'.
 """
 
+import functools
 import os
 import shutil
 import signal
@@ -29,16 +30,38 @@ __all__ = ["LocalExecutor"]
 
 
 class _Running:
-    def __init__(self, run, process, log, folder, started, gate=None):
+    def __init__(self, run, process, log, folder, started, gate=None, cpus=None):
         self.run = run
         self.process = process
         self.log = log
         self.folder = folder
         self.started = started
         self.gate = gate  # the gate file it was started held at, or None
+        self.cpus = cpus  # the CPUs its process was held to, or None (all of this process's)
 
 
-def _start(spec, study_dir, run, seed_record, command, share_compilation, gate=None, quiet_child=True):
+def _cpus_for(config, running):
+    """The CPUs a run with a thread count starts on: the least used by the runs already running (distinct
+    ones while there are enough). None: a run without a thread count, or one that asks for all of them.
+
+    JAX sets its threads by pinning the process to the first CPUs it may use, so without this every
+    one-thread JAX run of a study would share the first core; torch's threads get cores of their own too.
+    """
+    threads = config.runtime.get("threads")
+    if not threads or not hasattr(os, "sched_getaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    if threads >= len(allowed):
+        return None
+    use = {cpu: 0 for cpu in allowed}
+    for item in running:
+        for cpu in item.cpus or ():
+            if cpu in use:
+                use[cpu] += 1
+    return sorted(sorted(allowed, key=lambda cpu: (use[cpu], cpu))[:threads])
+
+
+def _start(spec, study_dir, run, seed_record, command, share_compilation, gate=None, quiet_child=True, cpus=None):
     from prednet_keras import worker
 
     partial = prepare_run(spec, study_dir, run, seed_record, command)
@@ -48,9 +71,10 @@ def _start(spec, study_dir, run, seed_record, command, share_compilation, gate=N
         env.update(compile_cache.gate_environment(gate))
     log = open(partial / LOG, "w", encoding="utf-8")
     # childproc: SIGTERM when the study process dies, so it leaves no orphan writing here.
+    held = {} if cpus is None else {"preexec_fn": functools.partial(os.sched_setaffinity, 0, cpus)}
     process = worker.start(partial, runtime_config, quiet=quiet_child, env=env, stdout=log,
-                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return _Running(run, process, log, partial, time.perf_counter(), gate)
+                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **held)
+    return _Running(run, process, log, partial, time.perf_counter(), gate, cpus)
 
 
 def _reap(item):
@@ -202,7 +226,8 @@ def _execute(spec, study_dir, pending, points, workers, command, progress, outco
                 if name in outcome["skipped"]:
                     continue
                 running.append(_start(spec, study_dir, run, points.get(run.seed), command, share_compilation,
-                                      gate=gates.path(name) if held else None))
+                                      gate=gates.path(name) if held else None,
+                                      cpus=_cpus_for(run.configuration, running)))
                 if progress:
                     progress.run_started(run)
                 threads = sum(_cpu_threads(r.run.configuration) for r in running)

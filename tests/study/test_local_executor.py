@@ -137,7 +137,7 @@ class _FakeStudy:
             def wait(self, timeout=None):
                 return self.code
 
-        def fake_start(spec, study_dir, run, seed_record, command, share_compilation, gate=None):
+        def fake_start(spec, study_dir, run, seed_record, command, share_compilation, gate=None, cpus=None):
             name = f"{run.configuration.name}-{run.seed}"
             folder = tmp_path / name
             folder.mkdir()
@@ -217,7 +217,7 @@ def test_runs_start_as_their_seeds_appear(tmp_path, monkeypatch):
                 events.append("seed 1 written")
             return 0 if self.polls >= 3 else None
 
-    def fake_start(spec, study_dir, run, seed_record, command, share_compilation, gate=None):
+    def fake_start(spec, study_dir, run, seed_record, command, share_compilation, gate=None, cpus=None):
         assert seed_record == {"seed": run.seed}
         events.append(f"tf-{run.seed} started")
         return SimpleNamespace(run=run, process=FakeProcess(f"tf-{run.seed}"), folder=tmp_path)
@@ -250,3 +250,24 @@ def test_a_training_process_waits_at_its_gate_until_the_file_exists(tmp_path, mo
         timer.cancel()
     assert waited >= 0.25 and len(said) == 1 and "first run" in said[0]
     assert compile_cache.wait_at_gate(say=said.append) == 0.0 and len(said) == 1  # open: no wait, no line
+
+
+def test_runs_with_a_thread_count_get_cpus_of_their_own(monkeypatch):
+    """One-thread JAX runs pin themselves to the first CPU they may use: the executor starts each run that
+    sets threads on the CPUs the running ones use least, so parallel runs do not share one core."""
+    from types import SimpleNamespace
+
+    from prednet_keras.study import local_executor
+
+    monkeypatch.setattr(local_executor.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+
+    def config(threads):
+        return SimpleNamespace(runtime={"backend": "jax", "device": "cpu", "threads": threads})
+
+    running = []
+    for expected in ([0], [1], [2, 3], [0], [1]):
+        cpus = local_executor._cpus_for(config(len(expected)), running)
+        assert cpus == expected
+        running.append(SimpleNamespace(cpus=cpus))
+    assert local_executor._cpus_for(config(None), running) is None  # no thread count: all CPUs
+    assert local_executor._cpus_for(config(4), running) is None  # every CPU: nothing to choose
