@@ -2,10 +2,12 @@
 files differed from it, and a checksum of those files (recorded as `code` in every run manifest and every
 study invocation).
 
-The commit comes from git only when the package's `__init__.py` is tracked by the work tree around it: an
-installed copy (site-packages, a virtual environment inside some repository) is not that repository's
-code, whatever its HEAD. Elsewhere it comes from `PREDNET_SOURCE_COMMIT` and `PREDNET_SOURCE_DIRTY`, which
-whoever copies the tree to a machine without `.git` sets from the checkout it copied (scripts/device/).
+The commit comes first from `PREDNET_SOURCE_COMMIT` and `PREDNET_SOURCE_DIRTY`, which whoever copies a
+working tree to another machine sets from the checkout it copied (scripts/device/): the GPU machine's copy
+carries a `.git` whose HEAD can be an older commit than the files it holds, so there git's answer is wrong.
+Otherwise it comes from git, and only when the package's `__init__.py` is tracked by the work tree around
+it: an installed copy (site-packages, a virtual environment inside some repository) is not that
+repository's code, whatever its HEAD.
 
 `package_sha256` needs no git: a reader checks a run against a commit by computing
 `package_sha256(<that commit's prednet_keras folder>)`.
@@ -121,10 +123,10 @@ def code_provenance(package_dir=None):
     from prednet_keras import __version__
 
     folder = Path(package_dir or PACKAGE_DIR).resolve()
-    found = _from_git(folder)
-    if found is not None:
-        commit, dirty, source = *found, "git"
-    else:
-        commit, dirty, source = _from_environment()
+    commit, dirty, source = _from_environment()
+    if commit is None:
+        found = _from_git(folder)
+        if found is not None:
+            commit, dirty, source = *found, "git"
     return {"commit": commit, "dirty": dirty, "source": source, "package_sha256": package_sha256(folder),
             "version": __version__}

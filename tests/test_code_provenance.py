@@ -101,6 +101,16 @@ def test_git_missing_is_no_failure(checkout, monkeypatch):
     assert (code["commit"], code["source"]) == (COMMIT.lower(), "environment")
 
 
+def test_the_environment_says_it_where_a_copy_carries_an_older_head(checkout, monkeypatch):
+    """The GPU machine's copy of the tree has a .git whose HEAD can be older than its files: the commit the
+    copier names wins over git's."""
+    assert code_provenance(checkout / "pkg")["source"] == "git"
+    monkeypatch.setenv(COMMIT_ENV, COMMIT)
+    monkeypatch.setenv(DIRTY_ENV, "0")
+    code = code_provenance(checkout / "pkg")
+    assert (code["commit"], code["dirty"], code["source"]) == (COMMIT.lower(), False, "environment")
+
+
 def test_git_too_slow_is_no_failure(checkout, monkeypatch):
     def slow(*args, **kwargs):
         raise subprocess.TimeoutExpired(args[0], kwargs.get("timeout"))

@@ -129,13 +129,19 @@ def _record_study(spec, study_dir, spec_path, command, cache_folder=None):
         _check_compatible(record["spec"], spec, study_dir)
         merged = _merge(record["spec"], spec.to_dict())
     else:
-        if Path(study_dir).is_dir() and any(p.name not in (LOCK, LOCK_OWNER) for p in Path(study_dir).iterdir()):
+        # A folder that holds the spec being run (and its papers, such as a pre-registration) is the study's
+        # own: a study can be planned in the folder it will fill. Earlier runs or seeds without a record are
+        # not a study this command may take over.
+        folder = Path(study_dir)
+        found = {p.name for p in folder.iterdir()} - {LOCK, LOCK_OWNER} if folder.is_dir() else set()
+        own = spec_path is not None and Path(spec_path).resolve().parent == folder.resolve()
+        if found and (not own or found & {"runs", "seeds", archive.ARCHIVE}):
             raise StudyFolderError(f"{study_dir} exists and is not a study folder (no {STUDY_RECORD}); "
                                    "choose another --output.")
         record = {"format": FORMAT, "format_version": 1, "created": now, "invocations": []}
         merged = spec.to_dict()
-        if spec_path is not None:
-            shutil.copyfile(spec_path, Path(study_dir) / SPEC_COPY)
+        if spec_path is not None and Path(spec_path).resolve() != (folder / SPEC_COPY).resolve():
+            shutil.copyfile(spec_path, folder / SPEC_COPY)
     record["spec"] = merged
     record["invocations"].append({"time": now, "command": list(command), "spec": os.fspath(spec_path or ""),
                                   "host": os.uname().nodename,

@@ -305,3 +305,24 @@ def test_a_jax_run_that_loaded_the_shared_compilation_cache_equals_one_that_comp
     losses = [[row.split(",")[:2] for row in (run / "history.csv").read_text().splitlines()]
               for run in (compiled, loaded)]
     assert len(losses[0]) > 2 and losses[0] == losses[1]
+
+
+def test_a_folder_that_holds_its_own_spec_is_the_study_folder(tmp_path):
+    """A study planned in the folder it fills (the spec and a pre-registration beside it, committed before
+    any run) is recorded there; the same folder with seeds or runs left by an unrecorded study is not."""
+    from prednet_keras.study.spec import load_spec
+
+    folder = tmp_path / "device"
+    folder.mkdir()
+    spec_path = folder / "spec.toml"
+    spec_path.write_text('model = "prednet-chainer"\n[train]\nprotocol = "quick"\n'
+                         '[configurations.a]\nbackend = "jax"\n')
+    (folder / "preregistration.md").write_text("the plan")
+    text = spec_path.read_text()
+    runner._record_study(load_spec(spec_path), folder, spec_path, ["prednet-study", "run"])
+    assert (folder / runner.STUDY_RECORD).is_file() and spec_path.read_text() == text
+    other = tmp_path / "other"
+    (other / "seeds").mkdir(parents=True)
+    (other / "spec.toml").write_text(text)
+    with pytest.raises(runner.StudyFolderError, match="is not a study folder"):
+        runner._record_study(load_spec(other / "spec.toml"), other, other / "spec.toml", ["prednet-study"])
