@@ -32,7 +32,7 @@ study_cli() { python3 -m prednet_keras.cli.study "$@"; }
 
 pack() {
     tar cf "$dest/device-study.tar" -C "$study" --exclude='runs' --exclude='.jax-compilation-cache' \
-        --exclude='*.h5' --exclude='.start-gates' --exclude='report' . -C "$logs" . 2>> "$logs/pack.txt"
+        --exclude='*.h5' --exclude='.start-gates' --exclude='.lock' --exclude='.lock.owner' --exclude='report' . -C "$logs" . 2>> "$logs/pack.txt"
     cp "$logs/summary.txt" "$dest/" 2>/dev/null
 }
 trap 'stop_mps; pack' EXIT
