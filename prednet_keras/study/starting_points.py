@@ -77,7 +77,7 @@ def start(spec, study_dir, runs, backend):
     """
     protocol = spec.protocol_dict()
     nudged = {run.seed for run in runs if run.perturbation == "ulp"}
-    records, missing = {}, []
+    records, missing, expected = {}, [], {}
     for seed in sorted({run.seed for run in runs}):
         record = read_seed_record(study_dir, seed)
         complete = record is not None and Path(weights_path(study_dir, seed)).is_file() and (
@@ -96,9 +96,20 @@ def start(spec, study_dir, runs, backend):
         if complete:
             records[seed] = record
         else:
+            if record is not None:
+                # A record without its weights files (a packed study keeps seed.json only): the weights are
+                # made again, and must come out as recorded. The record goes first, because a seed counts as
+                # written once its seed.json is there.
+                if record.get("protocol") != protocol:
+                    raise StartingPointError(
+                        f"{seed_folder(study_dir, seed)} was made for other training options than this spec's; "
+                        "use another output folder for this spec."
+                    )
+                expected[seed] = record
+                os.remove(seed_folder(study_dir, seed) / SEED_RECORD)
             missing.append(seed)
     child = _start_child(spec, study_dir, missing, sorted(nudged.intersection(missing)), backend) if missing else None
-    return StartingPoints(study_dir, records, child, missing)
+    return StartingPoints(study_dir, records, child, missing, expected)
 
 
 class StartingPoints:
@@ -108,11 +119,13 @@ class StartingPoints:
     raise StartingPointError once the child has failed or ended without writing a seed.
     """
 
-    def __init__(self, study_dir, records, child, missing):
+    def __init__(self, study_dir, records, child, missing, expected=None):
         self._study_dir = study_dir
         self._records = dict(records)
         self._child = child
         self._missing = sorted(missing)
+        # {seed: its earlier record}: weights made again must have the checksums recorded before.
+        self._expected = dict(expected or {})
 
     def get(self, seed):
         """The record of `seed`, or None while the child is still making it."""
@@ -138,6 +151,15 @@ class StartingPoints:
             record = read_seed_record(self._study_dir, self._missing[0])
             if record is None:
                 break
+            seed = self._missing[0]
+            before = self._expected.get(seed)
+            for key in ("checksum", "ulp_checksum"):
+                if before is not None and key in before and key in record and before[key] != record[key]:
+                    self.close()
+                    raise StartingPointError(
+                        f"{seed_folder(self._study_dir, seed)}: the initial weights made again have {key} "
+                        f"{record[key]}, not the recorded {before[key]}; this machine does not make the "
+                        "seed's weights as the study's earlier runs had them.")
             self._records[self._missing.pop(0)] = record
         if self._missing and code is not None:
             self._child.fail(code, self._missing)

@@ -63,6 +63,18 @@ def test_a_child_that_ends_without_writing_a_seed_is_an_error(tmp_path):
         StartingPoints(tmp_path, {}, maker, [3]).wait()
 
 
+def test_weights_made_again_must_match_their_record(tmp_path):
+    """A packed study keeps seed.json, not the weights: made again, they must have the recorded checksum."""
+    import json
+
+    folder = starting_points.seed_folder(tmp_path, 3)
+    folder.mkdir(parents=True)
+    (folder / starting_points.SEED_RECORD).write_text(json.dumps({"seed": 3, "checksum": "b" * 64}))
+    points = StartingPoints(tmp_path, {}, _maker("pass"), [3], expected={3: {"seed": 3, "checksum": "a" * 64}})
+    with pytest.raises(StartingPointError, match="made again have checksum b+, not the recorded a+"):
+        points.get(3)
+
+
 # Slow: each starts TensorFlow in a child process.
 @pytest.mark.slow
 def test_seeds_come_as_they_are_written_and_closing_stops_the_child(tmp_path):
@@ -86,6 +98,14 @@ def test_seeds_come_as_they_are_written_and_closing_stops_the_child(tmp_path):
         assert again._child is None and again.wait() == {0: record}
     with pytest.raises(StartingPointError, match="other training options"):
         starting_points.start(_spec(tmp_path, images=40), study, runs[:1], "tensorflow")
+    # A record whose weights are gone (a packed study keeps seed.json only) is made again, as recorded;
+    # until then the seed is not there (the first GPU portion of docs/study/device started runs without it).
+    (starting_points.seed_folder(study, 0) / starting_points.WEIGHTS).unlink()
+    with starting_points.start(spec, study, runs[:1], "tensorflow") as again:
+        assert again._child is not None and again.get(0) is None
+        remade = again.wait()[0]
+    assert remade["checksum"] == record["checksum"]
+    assert starting_points.weights_path(study, 0).is_file()
 
 
 def test_a_seeds_ulp_weights_differ_in_the_one_weight_its_record_names(tmp_path, monkeypatch):
