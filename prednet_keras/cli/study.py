@@ -357,9 +357,12 @@ def pairs(spec_path, output, remove_incomplete, overwrite):
                f"{len(result['incomplete'])} incomplete.")
     if remove_incomplete and result["incomplete"]:
         incomplete = set(result["incomplete"])
-        removed = remove_runs(output, [run.key for run in spec.planned_runs() if run.seed in incomplete])
-        click.echo(f"removed {len(removed)} finished run(s) of the incomplete seeds "
-                   f"{', '.join(map(str, sorted(result['incomplete'])))}: a later portion runs them again whole.")
+        seed_of = {run.key: run.seed for run in spec.planned_runs() if run.seed in incomplete}
+        removed = remove_runs(output, list(seed_of))
+        if removed:
+            seeds = sorted({seed_of[key] for key in removed})
+            click.echo(f"removed {len(removed)} finished run(s) of seed(s) {', '.join(map(str, seeds))}, left "
+                       "incomplete: a later portion runs them again whole.")
 
 
 @main.command(
