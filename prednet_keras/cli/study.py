@@ -4,6 +4,7 @@
     prednet-study report DIR... -o REPORT
     prednet-study pack DIR / prednet-study unpack DIR
     prednet-study pairs SPEC -o DIR
+    prednet-study confirm DIR_OR_ARCHIVE... --plan PLAN.toml -o OUT
 
 Each subcommand only parses, calls prednet_keras.study and prints.
 """
@@ -363,6 +364,43 @@ def pairs(spec_path, output, remove_incomplete, overwrite):
             seeds = sorted({seed_of[key] for key in removed})
             click.echo(f"removed {len(removed)} finished run(s) of seed(s) {', '.join(map(str, seeds))}, left "
                        "incomplete: a later portion runs them again whole.")
+
+
+@main.command(
+    context_settings=CONTEXT,
+    short_help="The pre-registered confirmatory analysis of a study's runs, as a plan file fixes it.",
+    epilog="""\b
+Example:
+  prednet-study confirm results/device --plan docs/study/device/confirmatory-plan.toml -o confirmatory/
+""",
+)
+@click.argument("sources", nargs=-1, required=True, metavar="DIR_OR_ARCHIVE...", type=click.Path(exists=True))
+@click.option("--plan", "plan_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The plan (TOML): hypotheses, metrics, smallest effect, alpha, noise floors and rule, deviations "
+              "(docs/study/device/confirmatory-plan.toml shows every key).")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+              help="Folder for confirmatory.json, confirmatory.md and confirmatory.png.")
+@click.option("--no-plot", is_flag=True, help="Skip confirmatory.png.")
+@click.option("--overwrite", is_flag=True, help="Replace an earlier analysis in the output folder.")
+@fail_on_user_errors
+def confirm(sources, plan_path, output, no_plot, overwrite):
+    """The confirmatory analysis of the runs under DIR_OR_ARCHIVE (run folders, a packed study's folder or its
+    runs.tar.xz), exactly as the plan file fixes it.
+
+    Per hypothesis and metric, on the seeds complete in both arms: the per-seed log-ratio of the arm to its
+    reference, its mean with t and bootstrap intervals, the paired t-test (Wilcoxon beside it), TOST at the
+    smallest effect of interest, Holm over the family for each, the verdict in the plan's words; the noise
+    floors and the noise rule; the deviations the plan declares.
+    """
+    from prednet_keras.study.confirmatory_report import summary_lines, write_confirmatory
+
+    result = write_confirmatory(list(sources), plan_path, output, plot=not no_plot, overwrite=overwrite)
+    click.echo(f"{result['runs']['used']} runs of the plan's arms used, of {result['runs']['found']} found"
+               + (f" ({len(result['runs']['left_out'])} left out, see confirmatory.md)"
+                  if result["runs"]["left_out"] else "") + ".")
+    for line in summary_lines(result):
+        click.echo(f"  {line}")
+    click.echo(f"Confirmatory analysis: {os.path.join(output, 'confirmatory.md')}")
 
 
 @main.command(

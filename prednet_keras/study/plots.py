@@ -11,7 +11,7 @@ import numpy as np
 
 from prednet_keras import runs as run_folders
 
-__all__ = ["draw_all", "plot_divergence", "plot_final_metric", "plot_loss_curves"]
+__all__ = ["draw_all", "plot_divergence", "plot_final_metric", "plot_log_ratios", "plot_loss_curves"]
 
 
 def _figure(width, height):
@@ -145,6 +145,51 @@ def plot_divergence(divergence, path, title=None):
     axes.grid(alpha=0.3)
     if items:
         axes.legend(fontsize=8)
+    _save(figure, path)
+
+
+def plot_log_ratios(panels, margin, path, title=None, seed=0):
+    """What a confirmatory test uses: the per-seed log-ratios d_s = ln(arm_s / reference_s), one point per
+    seed, a column per contrast and per noise floor, one panel per metric; the band of +/- margin and, where
+    given, the noise floor's band.
+
+    Args:
+        panels: [{"metric", "columns": [{"label", "values", "floor": bool}], "noise_band": a half-width or
+            None, "noise_label"}], one per metric.
+        margin: the equivalence margin (log-ratio).
+        path: the PNG to write.
+        title: the figure's title.
+        seed: seed of the horizontal jitter.
+    """
+    width = max(6.0, 0.9 * max((len(p["columns"]) for p in panels), default=1) + 3.0)
+    figure = _figure(width, 4.2 * max(1, len(panels)))
+    rng = np.random.default_rng(seed)
+    for number, panel in enumerate(panels, 1):
+        axes = figure.add_subplot(len(panels), 1, number)
+        columns = panel["columns"]
+        axes.axhspan(-margin, margin, color="tab:green", alpha=0.15, linewidth=0,
+                     label=f"margin: |d| < ln(1 + {100 * np.expm1(margin):.3g}%)")
+        if panel.get("noise_band"):
+            band = panel["noise_band"]
+            axes.axhspan(-band, band, facecolor="none", edgecolor="tab:blue", hatch="//", alpha=0.5, linewidth=0,
+                         label=panel.get("noise_label") or "noise floor")
+        for position, (column, color) in enumerate(zip(columns, _colors(len(columns))), 1):
+            values = np.asarray(column["values"], dtype=float)
+            axes.scatter(position + rng.uniform(-0.15, 0.15, values.size), values, s=14, zorder=3, alpha=0.8,
+                         color="grey" if column.get("floor") else color, marker="x" if column.get("floor") else "o")
+        axes.axhline(0.0, color="black", linewidth=0.6)
+        # Per-seed differences span orders of magnitude (1e-4 to 0.5): linear near 0, logarithmic beyond.
+        axes.set_yscale("symlog", linthresh=margin / 10)
+        axes.set_xticks(np.arange(1, len(columns) + 1))
+        axes.set_xticklabels([c["label"] for c in columns], rotation=20, ha="right", fontsize=8)
+        axes.set_xlim(0.4, len(columns) + 0.6)
+        axes.margins(y=0.08)
+        axes.set_ylabel("d = ln(arm / reference)", fontsize=9)
+        axes.set_title(panel["metric"], fontsize=9, loc="left")
+        axes.grid(alpha=0.3, axis="y")
+        # Above the axes: inside, it would cover the seeds of some column.
+        axes.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False)
+    figure.suptitle(title or "Per-seed log-ratios (one point per seed; x: a noise floor)", fontsize=10)
     _save(figure, path)
 
 

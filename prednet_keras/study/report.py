@@ -60,6 +60,7 @@ __all__ = [
     "find_run_folders",
     "load_run",
     "make_report",
+    "output_folder",
     "render_markdown",
 ]
 
@@ -405,6 +406,22 @@ def _starting_points(configs):
 # ----------------------------------------------------------------- writing
 
 
+def output_folder(output, names, overwrite):
+    """The Path of a command's output folder, checked before any work: a folder (or nothing yet), holding
+    none of the files `names` unless `overwrite`.
+
+    Raises:
+        ValueError: `output` is a file, or holds one of `names` and `overwrite` is off.
+    """
+    output = Path(output)
+    if output.exists() and not output.is_dir():
+        raise ValueError(f"{output} exists and is not a folder.")
+    for name in names:
+        if (output / name).exists() and not overwrite:
+            raise ValueError(f"{output / name} exists; pass --overwrite to replace it, or choose another -o.")
+    return output
+
+
 def make_report(dirs, output, options=None, overwrite=False):
     """Builds the report for the run folders under `dirs` and writes it to `output`.
 
@@ -418,12 +435,7 @@ def make_report(dirs, output, options=None, overwrite=False):
         the report dict (as in report.json), with "files" listing what was written.
     """
     options = options or ReportOptions()
-    output = Path(output)
-    if output.exists() and not output.is_dir():
-        raise ValueError(f"{output} exists and is not a folder.")
-    for name in (REPORT_MD, REPORT_JSON):
-        if (output / name).exists() and not overwrite:
-            raise ValueError(f"{output / name} exists; pass --overwrite to replace it, or choose another -o.")
+    output = output_folder(output, (REPORT_MD, REPORT_JSON), overwrite)
     report, context = build_report(dirs, options)
     output.mkdir(parents=True, exist_ok=True)
     files = []

@@ -1,0 +1,294 @@
+"""`prednet-study confirm`: a study's runs and a plan file -> the pre-registered confirmatory analysis.
+
+    write_confirmatory(["docs/study/device"], "docs/study/device/confirmatory-plan.toml", "confirmatory/")
+
+Reads the plan (TOML, `load_plan`; the format is docs/study/device/confirmatory-plan.toml), the per-run
+metric values of the arms it names from run folders or a packed study's archive (`read_values`: each
+run's `Run.metric`, its arm `configuration/rN` or `configuration/ulp`), runs confirmatory.analyse on them
+and writes OUT/confirmatory.json (every number), OUT/confirmatory.md (the tables) and
+OUT/confirmatory.png (the per-seed log-ratios the tests use).
+
+A run that did not complete is left out and listed (a seed without its run in an arm leaves the contrasts
+of that arm); an arm the plan names and the records lack, a run without a finite value of a planned metric
+(NaN or inf: a failed run, never a value) or two runs of one arm and seed are refused.
+"""
+
+import contextlib
+import tomllib
+from pathlib import Path
+
+from prednet_keras import runs as run_folders
+from prednet_keras.study import archive
+from prednet_keras.study.confirmatory import PlanError, analyse, plan_from_dict
+from prednet_keras.study.report import output_folder
+from prednet_keras.study.report_wording import interval, number, p_value
+from prednet_keras.study.run_records import find_run_folders, load_run
+
+__all__ = ["CONFIRMATORY_JSON", "CONFIRMATORY_MD", "CONFIRMATORY_PNG", "load_plan", "read_values",
+           "render_markdown", "summary_lines", "write_confirmatory"]
+
+CONFIRMATORY_JSON = "confirmatory.json"
+CONFIRMATORY_MD = "confirmatory.md"
+CONFIRMATORY_PNG = "confirmatory.png"
+
+
+def load_plan(path):
+    """The ConfirmatoryPlan of a plan file (TOML).
+
+    Raises:
+        PlanError: the file is not TOML or does not say what the analysis needs; the message names the file.
+    """
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        return plan_from_dict(data)
+    except tomllib.TOMLDecodeError as error:
+        raise PlanError(f"{path}: not a TOML file ({error}).") from None
+    except PlanError as error:
+        raise PlanError(f"{path}: {error}") from None
+
+
+def _run_folders(source, stack):
+    """[(run folder, how the record names it)] of a folder of runs, a packed study's folder (its runs.tar.xz
+    when no run folder is unpacked there) or an archive, opened on `stack`."""
+    source = Path(source)
+    if source.is_dir():
+        found = find_run_folders(source)
+        if found or not (source / archive.ARCHIVE).is_file():
+            return [(path, str(path)) for path in found]
+        source = source / archive.ARCHIVE
+    if not archive.is_archive(source):
+        raise ValueError(f"{source}: neither a folder of runs nor a tar archive of them (.tar, .tar.gz, .tar.xz).")
+    root = stack.enter_context(archive.opened(source))
+    return [(path, f"{source}:{path.relative_to(root).as_posix()}") for path in find_run_folders(root)]
+
+
+def _arm_of(run):
+    """The arm key of a study's run (spec.PlannedRun's naming), or None for a run of no study."""
+    if not run.name_hint:
+        return None
+    return f"{run.name_hint}/ulp" if run.perturbation == "ulp" else f"{run.name_hint}/r{run.replicate or 1}"
+
+
+def read_values(sources, plan):
+    """The plan's metrics, per arm and seed, from the runs under `sources`.
+
+    Args:
+        sources: folders of runs, packed study folders or archives.
+        plan: the ConfirmatoryPlan (its arms and metrics are read; other runs are only counted).
+
+    Returns:
+        (values {metric: {arm key: {seed: value}}}, runs {"found", "used", "left_out": [{path, reason}]}).
+
+    Raises:
+        ValueError: no runs at all, an arm the plan names without runs, a run of a planned arm without a
+            finite value of a planned metric, two runs of one arm and seed.
+    """
+    wanted = {a for item in plan.hypotheses + plan.floors for a in (item.arm, item.reference)}
+    values = {metric: {arm: {} for arm in sorted(wanted)} for metric in plan.metrics}
+    where_of, arms_found, left_out, found = {}, set(), [], 0
+    with contextlib.ExitStack() as stack:
+        for source in sources:
+            for path, where in _run_folders(source, stack):
+                found += 1
+                run = load_run(path, source, where)
+                arm = _arm_of(run)
+                if run.status != "complete" or arm is None or run.seed is None:
+                    reason = (f"status {run.status!r}" if run.status != "complete" else
+                              "no study configuration in its manifest" if arm is None else "no seed in its manifest")
+                    left_out.append({"path": where, "reason": reason})
+                    continue
+                arms_found.add(arm)
+                if arm not in wanted:
+                    continue
+                if (arm, run.seed) in where_of:
+                    raise ValueError(f"two runs of arm {arm}, seed {run.seed}: {where_of[arm, run.seed]} and {where}.")
+                where_of[arm, run.seed] = where
+                for metric in plan.metrics:
+                    value = run.metric(metric)
+                    if value is None:
+                        raise ValueError(f"{where}: no finite value of metric {metric!r} (missing, NaN or inf; a "
+                                         "failed run is never a value).")
+                    values[metric][arm][run.seed] = value
+    if not found:
+        raise ValueError(f"no run folders in {', '.join(map(str, sources))}.")
+    missing = sorted(wanted - arms_found)
+    if missing:
+        raise ValueError(f"the plan names arm(s) {', '.join(missing)}, which the records do not have (they have "
+                         f"{', '.join(sorted(arms_found)) or 'no complete run of a study'}).")
+    return values, {"found": found, "used": len(where_of), "left_out": left_out}
+
+
+# -------------------------------------------------------------------------------------------- words
+
+
+def _percent(value):
+    return "n/a" if value is None else f"{number(value, 3)}%"
+
+
+def _percent_interval(bounds):
+    return f"[{_percent(bounds[0])}, {_percent(bounds[1])}]"
+
+
+def _verdict_cell(contrast, plan):
+    text = contrast["verdict"]
+    if contrast.get("exploratory_verdict"):
+        text += f" (exploratory: {contrast['exploratory_verdict']})"
+    if contrast["seeds_needed"] is not None:
+        text += f"; TOST would need {contrast['seeds_needed']} seeds at power {plan['power']:g}"
+    elif contrast["verdict"] == "inconclusive":
+        text += "; seeds needed not computable"
+    return text
+
+
+def summary_lines(result):
+    """One line per contrast: what the command prints."""
+    return [f"{c['hypothesis']} {c['metric']}: mean {_percent(c['mean_percent'])} "
+            f"{_percent_interval(c['t_interval_percent'])}, {c['verdict']}"
+            + "".join(f"; {n['outcome']}" for n in c.get("noise", []) if n["rule"])
+            for c in result["contrasts"]]
+
+
+def _hypotheses_table(plan):
+    lines = ["## Hypotheses", "", "| | arm / reference | expectation stated in advance | note |",
+             "| --- | --- | --- | --- |"]
+    for h in plan["hypotheses"]:
+        note = "; ".join(t for t in (h["note"], h["not_testable"] and f"not testable as planned: {h['not_testable']}")
+                         if t)
+        lines.append(f"| {h['name']} | `{h['arm']}` / `{h['reference']}` | {h['expectation']} | {note} |")
+    return lines + [""]
+
+
+def _contrast_table(result, metric, role):
+    plan = result["plan"]
+    percent = f"{100 * plan['smallest_effect']:g}%"
+    lines = [f"## {metric} ({role})", "",
+             f"| contrast | n | mean | t 95% interval | bootstrap 95% interval | p | Holm p | Wilcoxon p | TOST p | "
+             f"TOST Holm p | verdict | seeds > +{percent} | seeds < -{percent} |",
+             "|" + " --- |" * 13]
+    for c in (c for c in result["contrasts"] if c["metric"] == metric):
+        lines.append(
+            f"| {c['hypothesis']}: `{c['arm']}` / `{c['reference']}` | {c['n']} | {_percent(c['mean_percent'])} | "
+            f"{_percent_interval(c['t_interval_percent'])} | {_percent_interval(c['bootstrap_interval_percent'])} | "
+            f"{p_value(c['p'])} | {p_value(c['holm_p'])} | {p_value(c['wilcoxon_p'])} | {p_value(c['tost_p'])} | "
+            f"{p_value(c['tost_holm_p'])} | {_verdict_cell(c, plan)} | {c['beyond_margin']['above']} | "
+            f"{c['beyond_margin']['below']} |")
+    return lines + [""]
+
+
+def _noise_tables(result):
+    plan = result["plan"]
+    percent = f"{100 * plan['smallest_effect']:g}%"
+    lines = ["## Noise floors", "",
+             "Each floor's per-seed log-ratio u_s, on its own:", "",
+             f"| metric | floor | arm / reference | n | RMS | median abs | seeds > +{percent} | seeds < -{percent} |",
+             "|" + " --- |" * 8]
+    for f in result["floors"]:
+        lines.append(f"| {f['metric']} | {f['floor']} | `{f['arm']}` / `{f['reference']}` | {f['n']} | "
+                     f"{number(f['rms'])} | {number(f['median_abs'])} | {f['beyond_margin']['above']} | "
+                     f"{f['beyond_margin']['below']} |")
+    rows = [(c, n) for c in result["contrasts"] for n in c.get("noise", [])]
+    if rows:
+        lines += ["", f"The contrasts against them: G = exp(median_s(ln|d_s| - ln|u_s|)) on the seeds both have, "
+                  f"with its bootstrap 95% interval (seeds resampled jointly); the rule ({plan['noise_floor']} floor "
+                  f"only): upper bound below {plan['noise_multiple']:g}: no larger than the noise; lower bound "
+                  "above 1: larger than the noise. RMS(d) / RMS(u) is a description.", "",
+                  "| metric | contrast | floor | n | G | 95% interval | RMS(d) / RMS(u) | outcome |",
+                  "|" + " --- |" * 8]
+        for c, n in rows:
+            lines.append(f"| {c['metric']} | {c['hypothesis']} | {n['floor']} | {n['n']} | {number(n['multiple'])} | "
+                         f"{interval(n['interval'])} | {number(n['rms_ratio'])} | "
+                         f"{n['outcome'] if n['rule'] else 'described, not the rule'} |")
+    return lines + [""]
+
+
+def _left_out_lines(result, runs):
+    lines = []
+    for item in result["contrasts"] + result["floors"]:
+        name = item.get("hypothesis") or item["floor"]
+        for side in ("arm_only", "reference_only"):
+            if item["left_out"][side]:
+                lines.append(f"- {name}, {item['metric']}: seed(s) {', '.join(map(str, item['left_out'][side]))} "
+                             f"only in `{item['arm'] if side == 'arm_only' else item['reference']}`.")
+    lines += [f"- `{run['path']}`: {run['reason']}" for run in runs["left_out"]]
+    return ["## Seeds and runs left out", ""] + (lines or ["None."]) + [""]
+
+
+def render_markdown(result):
+    """confirmatory.md from the record written to confirmatory.json."""
+    plan = result["plan"]
+    runs = result["runs"]
+    lines = [f"# {plan['title']}", "",
+             f"Made from {', '.join(f'`{s}`' for s in result['inputs'])} with the plan `{result['plan_file']}`: "
+             f"{runs['used']} runs of the plan's arms used ({runs['found']} found, {len(runs['left_out'])} left "
+             "out).", "",
+             f"Per seed s, d_s = ln(arm_s / reference_s), shown as a change in percent (exp(d) - 1). Smallest effect "
+             f"of interest {100 * plan['smallest_effect']:g}% (|d| < {plan['margin']:.4f}). Paired t-test of mean "
+             f"d = 0 (Wilcoxon's signed-rank test beside it, a check); TOST at +/- the margin; Holm over the "
+             f"{result['family']['contrasts']} contrasts, separately for the difference and the TOST p-values, "
+             f"family-wise alpha {plan['alpha']:g}. Intervals 95%: t, and bootstrap percentile "
+             f"({plan['bootstrap_resamples']:,} resamples of seeds, numpy default_rng({plan['bootstrap_seed']})). "
+             f"Seeds needed (inconclusive): TOST at power {plan['power']:g}, a true difference of 0, the observed SD, "
+             f"level alpha / {result['family']['contrasts']} = {result['family']['strictest_level']:.4g} (Holm's "
+             "strictest step)."]
+    if result.get("plot"):
+        lines += ["", f"![Per-seed log-ratios]({result['plot']})"]
+    lines += [""] + _hypotheses_table(plan)
+    for number_, metric in enumerate(plan["metrics"]):
+        lines += _contrast_table(result, metric, "primary" if number_ == 0 else "co-primary")
+    if result["floors"]:
+        lines += _noise_tables(result)
+    lines += ["## Deviations from the plan", ""] + ([f"- {d}" for d in result["deviations"]] or ["None declared."])
+    lines += [""] + _left_out_lines(result, runs)
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+
+def _plot_panels(result):
+    plan = result["plan"]
+    panels = []
+    for metric in plan["metrics"]:
+        contrasts = [c for c in result["contrasts"] if c["metric"] == metric]
+        floors = [f for f in result["floors"] if f["metric"] == metric]
+        columns = [{"label": c["hypothesis"], "values": c["log_ratios"], "floor": False} for c in contrasts]
+        columns += [{"label": f"floor: {f['floor']}", "values": f["log_ratios"], "floor": True} for f in floors]
+        rule = next((f for f in floors if f["floor"] == plan["noise_floor"]), None)
+        band = None
+        if rule is not None and rule["median_abs"] is not None:
+            band = plan["noise_multiple"] * rule["median_abs"]
+        panels.append({"metric": metric, "columns": columns, "noise_band": band,
+                       "noise_label": rule and f"{plan['noise_multiple']:g} x median |u|, {rule['floor']} floor"})
+    return panels
+
+
+def write_confirmatory(sources, plan_path, output, plot=True, overwrite=False):
+    """The confirmatory analysis of the runs under `sources` by the plan file `plan_path`, written to `output`.
+
+    Args:
+        sources: folders of runs, packed study folders or archives.
+        plan_path: the plan file (TOML).
+        output: the folder for confirmatory.json, confirmatory.md and confirmatory.png.
+        plot: draw confirmatory.png.
+        overwrite: replace an earlier analysis in `output`.
+
+    Returns:
+        the record written to confirmatory.json, with "files" (what was written).
+    """
+    output = output_folder(output, (CONFIRMATORY_JSON, CONFIRMATORY_MD), overwrite)
+    plan = load_plan(plan_path)
+    values, runs = read_values(sources, plan)
+    result = {**analyse(plan, values), "inputs": [str(s) for s in sources], "plan_file": str(plan_path),
+              "runs": runs}
+    output.mkdir(parents=True, exist_ok=True)
+    files = [CONFIRMATORY_JSON, CONFIRMATORY_MD]
+    if plot:
+        from prednet_keras.study.plots import plot_log_ratios
+
+        plot_log_ratios(_plot_panels(result), plan.margin, output / CONFIRMATORY_PNG, title=plan.title)
+        result["plot"] = CONFIRMATORY_PNG
+        files.append(CONFIRMATORY_PNG)
+    result["files"] = files
+    run_folders.atomic_write_json(output / CONFIRMATORY_JSON, result)
+    run_folders.atomic_write(output / CONFIRMATORY_MD, render_markdown(result))
+    return result
