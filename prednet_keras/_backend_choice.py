@@ -27,6 +27,11 @@ def _installed(name):
         return False
 
 
+def backend_installed(name):
+    """Whether the framework of backend `name` (tensorflow, jax, torch) can be imported here, without importing it."""
+    return _installed(name)
+
+
 def keras_json_backend():
     """The backend named in Keras' config file (~/.keras/keras.json), or None."""
     keras_home = os.environ.get("KERAS_HOME", os.path.join(os.path.expanduser("~"), ".keras"))

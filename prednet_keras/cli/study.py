@@ -186,6 +186,9 @@ def run(ctx, spec_path, output, workers, only, seeds, report, executor, address,
         click.echo(f"Study {spec.name}: model {spec.model}, {plan} x {len(configurations)} "
                    f"configuration(s) = {len(finished) + len(pending)} runs; {len(finished)} done, "
                    f"{len(pending)} to run.")
+        from prednet_keras.study.local_executor import backends_missing
+
+        missing = backends_missing(configurations) if executor != "ray" else {}
         for config in configurations:
             runtime = ", ".join(f"{k}={v}" for k, v in config.runtime.items() if v is not None)
             factors = ", ".join(f"{k}={v}" for k, v in config.factors.items())
@@ -197,7 +200,8 @@ def run(ctx, spec_path, output, workers, only, seeds, report, executor, address,
 
                 request = resource_request(config, gpu_share)
                 placed = f"  [Ray: num_cpus={request['num_cpus']}, num_gpus={request['num_gpus']:g}]"
-            click.echo(f"  {config.name}: {runtime}" + (f"; {factors}" if factors else "") + own + placed)
+            absent = f"  [cannot run here: {missing[config.name]} is not installed]" if config.name in missing else ""
+            click.echo(f"  {config.name}: {runtime}" + (f"; {factors}" if factors else "") + own + placed + absent)
         return
     progress = _Progress(quiet)
     try:

@@ -126,7 +126,18 @@ class LocalExecutor:
         self.share_compilation = share_compilation
 
     def check(self, configurations):
-        """Nothing to refuse ahead: every configuration runs here or fails with its own message."""
+        """Refuses, before anything is written or trained, configurations whose backend this machine lacks:
+        otherwise the study would train the others' runs and die at the first run of such an arm."""
+        from prednet_keras.study.spec import SpecError
+
+        missing = backends_missing(configurations)
+        if missing:
+            from prednet_keras._backend_choice import DISPLAY_NAMES
+
+            arms = "; ".join(f"{name} needs {DISPLAY_NAMES[backend]} ({backend})" for name, backend in missing.items())
+            packages = " ".join(sorted(set(missing.values())))
+            raise SpecError(f"not installed here: {arms}. Install it (pip install {packages}), or run the other "
+                            "configurations here with --only and these on a machine that has it.")
 
     def shared_cache(self, study_dir, configurations):
         """The compilation cache folder these configurations' runs will share, or None."""
@@ -139,6 +150,14 @@ class LocalExecutor:
         starting_points.StartingPoints); fills `outcome` (see runner.run_study)."""
         _execute(spec, study_dir, pending, points, self.workers, command, progress, outcome, done_before,
                  self.share_compilation)
+
+
+def backends_missing(configurations):
+    """{configuration name: its backend} for the configurations whose backend is not installed here."""
+    from prednet_keras._backend_choice import backend_installed
+
+    return {c.name: c.runtime["backend"] for c in configurations
+            if c.runtime.get("backend") and not backend_installed(c.runtime["backend"])}
 
 
 def _has_trained(folder):

@@ -3,6 +3,8 @@
 import os
 from types import SimpleNamespace
 
+import pytest
+
 from prednet_keras.study.local_executor import _next_run
 from prednet_keras.study.spec import Configuration
 
@@ -271,3 +273,34 @@ def test_runs_with_a_thread_count_get_cpus_of_their_own(monkeypatch):
         running.append(SimpleNamespace(cpus=cpus))
     assert local_executor._cpus_for(config(None), running) is None  # no thread count: all CPUs
     assert local_executor._cpus_for(config(4), running) is None  # every CPU: nothing to choose
+
+
+def test_a_study_whose_arm_needs_a_missing_backend_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    """Before: the runs of the other arms trained, then the first run of the arm died. Now the study is refused
+    in one line naming the arm and the package, and --dry-run marks the arm."""
+    from click.testing import CliRunner
+
+    from prednet_keras import _backend_choice
+    from prednet_keras.cli.study import main
+    from prednet_keras.study.spec import SpecError
+
+    real = _backend_choice._installed
+    monkeypatch.setattr(_backend_choice, "_installed", lambda name: name != "torch" and real(name))
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text('model = "prednet-chainer"\nseeds = 1\n[train]\nprotocol = "quick"\n'
+                         '[configurations.a]\nbackend = "jax"\n[configurations.b]\nbackend = "torch"\n')
+    out = tmp_path / "study"
+    result = CliRunner().invoke(main, ["run", str(spec_path), "-o", str(out)])
+    assert result.exit_code == 1
+    assert "not installed here: b needs PyTorch (torch). Install it (pip install torch)" in result.output
+    assert "Traceback" not in result.output and not out.exists()
+    dry = CliRunner().invoke(main, ["run", str(spec_path), "-o", str(out), "--dry-run"])
+    assert dry.exit_code == 0 and "[cannot run here: torch is not installed]" in dry.output
+    assert "a: backend=jax" in dry.output and "cannot run here" not in dry.output.split("b: ")[0]
+    # Only the arms that run here are asked about.
+    from prednet_keras.study.local_executor import LocalExecutor
+    from prednet_keras.study.spec import load_spec
+
+    LocalExecutor(workers=1).check(load_spec(spec_path).select(["a"]))
+    with pytest.raises(SpecError):
+        LocalExecutor(workers=1).check(load_spec(spec_path).select(["b"]))
