@@ -121,6 +121,8 @@ class ConfirmatoryPlan:
         noise_hypotheses: the hypotheses the rule applies to.
         deviations: the deviations from the plan the report must list, in words.
         title: the report's title.
+        require_provenance: refuse runs that do not record the code they ran (a git commit, no uncommitted
+            change in the package) and the checksum of their starting point, instead of analysing them.
     """
 
     hypotheses: tuple
@@ -136,6 +138,7 @@ class ConfirmatoryPlan:
     noise_hypotheses: tuple = ()
     deviations: tuple = ()
     title: str = "Confirmatory analysis"
+    require_provenance: bool = False
 
     @property
     def margin(self):
@@ -155,7 +158,7 @@ class ConfirmatoryPlan:
 
 
 _PLAN_KEYS = {"title", "smallest_effect", "alpha", "power", "bootstrap_resamples", "bootstrap_seed", "metrics",
-              "hypotheses", "floors", "noise_rule", "deviations"}
+              "hypotheses", "floors", "noise_rule", "deviations", "require_provenance"}
 _HYPOTHESIS_KEYS = ("name", "arm", "reference", "expectation")
 _FLOOR_KEYS = ("name", "arm", "reference")
 _NOISE_RULE_KEYS = ("floor", "multiple", "hypotheses")
@@ -251,6 +254,9 @@ def plan_from_dict(data):
     deviations = data.get("deviations", [])
     if not isinstance(deviations, list):
         raise PlanError("deviations: a list of strings is expected.")
+    require_provenance = data.get("require_provenance", False)
+    if not isinstance(require_provenance, bool):
+        raise PlanError(f"require_provenance: true or false is expected, not {require_provenance!r}.")
     return ConfirmatoryPlan(
         hypotheses=tuple(hypotheses), metrics=tuple(names),
         smallest_effect=float(_number(data["smallest_effect"], "smallest_effect", 0, math.inf)),
@@ -262,6 +268,7 @@ def plan_from_dict(data):
         noise_hypotheses=tuple(rule.get("hypotheses", ())),
         deviations=tuple(_text(d, "deviations") for d in deviations),
         title=_text(data.get("title", "Confirmatory analysis"), "title"),
+        require_provenance=require_provenance,
     )
 
 

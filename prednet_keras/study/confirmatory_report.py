@@ -10,7 +10,9 @@ OUT/confirmatory.png (the per-seed log-ratios the tests use).
 
 A run that did not complete is left out and listed (a seed without its run in an arm leaves the contrasts
 of that arm); an arm the plan names and the records lack, a run without a finite value of a planned metric
-(NaN or inf: a failed run, never a value) or two runs of one arm and seed are refused.
+(NaN or inf: a failed run, never a value) or two runs of one arm and seed are refused; with the plan's
+`require_provenance`, so is a run that does not record a clean code commit and its starting point's checksum.
+The code commits the used runs ran are counted in the output.
 """
 
 import contextlib
@@ -85,7 +87,7 @@ def read_values(sources, plan):
     """
     wanted = {a for item in plan.hypotheses + plan.floors for a in (item.arm, item.reference)}
     values = {metric: {arm: {} for arm in sorted(wanted)} for metric in plan.metrics}
-    where_of, arms_found, left_out, found = {}, set(), [], 0
+    where_of, arms_found, left_out, found, codes = {}, set(), [], 0, {}
     with contextlib.ExitStack() as stack:
         for source in sources:
             for path, where in _run_folders(source, stack):
@@ -103,6 +105,8 @@ def read_values(sources, plan):
                 if (arm, run.seed) in where_of:
                     raise ValueError(f"two runs of arm {arm}, seed {run.seed}: {where_of[arm, run.seed]} and {where}.")
                 where_of[arm, run.seed] = where
+                code = _code_of(run, where, plan.require_provenance)
+                codes[code] = codes.get(code, 0) + 1
                 for metric in plan.metrics:
                     value = run.metric(metric)
                     if value is None:
@@ -115,7 +119,27 @@ def read_values(sources, plan):
     if missing:
         raise ValueError(f"the plan names arm(s) {', '.join(missing)}, which the records do not have (they have "
                          f"{', '.join(sorted(arms_found)) or 'no complete run of a study'}).")
-    return values, {"found": found, "used": len(where_of), "left_out": left_out}
+    return values, {"found": found, "used": len(where_of), "left_out": left_out,
+                    "code": [{"commit": commit, "dirty": dirty, "runs": count}
+                             for (commit, dirty), count in sorted(codes.items(), key=lambda item: str(item[0]))]}
+
+
+def _code_of(run, where, required):
+    """(commit, dirty) of the code a run ran; with `required`, a ValueError for a run that does not say which
+    commit ran clean, or from which recorded starting point it began."""
+    code = run.record.code
+    commit, dirty = (code.commit, code.dirty) if code is not None else (None, None)
+    if required:
+        if commit is None or dirty is not False:
+            state = "no code commit" if commit is None else f"commit {commit[:12]} with uncommitted changes" \
+                if dirty else f"commit {commit[:12]} of unknown state"
+            raise ValueError(f"{where}: records {state}; the plan requires runs of committed, unchanged code "
+                             "(require_provenance).")
+        initial = run.record.initial_weights
+        if initial is None or not initial.checksum:
+            raise ValueError(f"{where}: records no checksum of its initial weights; the plan requires it "
+                             "(require_provenance).")
+    return commit, dirty
 
 
 # -------------------------------------------------------------------------------------------- words
@@ -237,6 +261,11 @@ def render_markdown(result):
         lines += _contrast_table(result, metric, "primary" if number_ == 0 else "co-primary")
     if result["floors"]:
         lines += _noise_tables(result)
+    lines += ["## Code", "", "The code the used runs were trained with (each run's manifest, `code`)"
+              + (", required to be committed and unchanged by the plan." if plan.get("require_provenance") else ".")
+              + "", "", "| commit | uncommitted changes | runs |", "| --- | --- | --- |"]
+    lines += [f"| {c['commit'] or 'not recorded'} | {'not known' if c['dirty'] is None else 'yes' if c['dirty'] else 'no'} "
+              f"| {c['runs']} |" for c in runs.get("code", [])] + [""]
     lines += ["## Deviations from the plan", ""] + ([f"- {d}" for d in result["deviations"]] or ["None declared."])
     lines += [""] + _left_out_lines(result, runs)
     return "\n".join(lines)

@@ -456,6 +456,34 @@ def test_a_run_without_a_metric_or_with_nan_is_refused(tmp_path):
     assert "gpu/seed-0003-ulp: no finite value of metric 'mean_last_50_updates' (missing, NaN or inf" in output
 
 
+def test_runs_without_their_provenance_are_refused_when_the_plan_requires_it(tmp_path):
+    """require_provenance: every run used must say which committed, unchanged code ran and from which
+    starting point; the code commits are counted in the output either way."""
+    plan_text = PLAN_TOML.replace("alpha = 0.05\n", "alpha = 0.05\nrequire_provenance = true\n", 1)
+    assert "records no code commit; the plan requires runs of committed, unchanged code" in \
+        refusal(tmp_path / "none", plan_text)
+
+    def provenance(dirty):
+        def change(runs):
+            for path in runs.glob("*/*/manifest.json"):
+                manifest = json.loads(path.read_text())
+                manifest["code"] = {"commit": "a" * 40, "dirty": dirty}
+                manifest["initial_weights"] = {"checksum": "b" * 64}
+                path.write_text(json.dumps(manifest))
+        return change
+
+    assert "with uncommitted changes" in refusal(tmp_path / "dirty", plan_text, provenance(True))
+    study = tmp_path / "clean" / "study"
+    synthetic_study(study, seeds=range(1, 4))
+    provenance(False)(study / "runs")
+    (tmp_path / "plan.toml").write_text(plan_text)
+    result = confirm(study, "--plan", tmp_path / "plan.toml", "-o", tmp_path / "out", "--no-plot")
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "out" / "confirmatory.json").read_text())
+    assert record["runs"]["code"] == [{"commit": "a" * 40, "dirty": False, "runs": 18}]
+    assert f"| {'a' * 40} | no | 18 |" in (tmp_path / "out" / "confirmatory.md").read_text()
+
+
 def test_the_device_studys_plan_file_says_what_the_preregistration_plans():
     """Only the plan file is read here, never the study's records (no interim looks)."""
     from pathlib import Path
@@ -473,4 +501,4 @@ def test_the_device_studys_plan_file_says_what_the_preregistration_plans():
         ("one-ulp", "jax-gpu/ulp", "jax-gpu/r1"),
         ("nondeterministic", "jax-gpu-nondeterministic/r2", "jax-gpu-nondeterministic/r1")]
     assert (plan.noise_floor, plan.noise_multiple, plan.noise_hypotheses) == ("one-ulp", 3.0, ("H1", "H2", "H3"))
-    assert plan.deviations == ()
+    assert plan.deviations == () and plan.require_provenance is True
