@@ -245,3 +245,35 @@ def test_verbose_shows_the_framework_start_up_that_is_otherwise_hidden(tmp_path)
 
     if _backend_choice.default_backend() == "tensorflow":  # the backend that prints at start-up
         assert [line for line in loud.stderr.splitlines() if _framework_import.is_chatter(line)], loud.stderr
+
+
+def test_every_option_a_help_text_names_is_an_option_of_that_command():
+    """An option's help that points at --other must be able to mean this command's --other (prednet-eval's
+    --precision help once pointed at a --tf32 it does not have); another command's option is named with the
+    command before it ("prednet-train --resume")."""
+    import re
+    from importlib.metadata import entry_points
+
+    import click
+
+    def commands(command, name):
+        if isinstance(command, click.Group):
+            for sub, child in command.commands.items():
+                yield from commands(child, f"{name} {sub}")
+        else:
+            yield name, command
+
+    scripts = [e for e in entry_points(group="console_scripts") if e.value.startswith("prednet_keras.")]
+    assert len(scripts) >= 7
+    wrong = []
+    for script in scripts:
+        for name, command in commands(script.load(), script.name):
+            offered = {o for p in command.params for o in getattr(p, "opts", []) + getattr(p, "secondary_opts", [])}
+            for param in command.params:
+                text = getattr(param, "help", None) or ""
+                for match in re.finditer(r"(?<![\w-])(--[a-z][a-z0-9-]*)", text):
+                    elsewhere = re.search(r"prednet-\w+( \w+)? *$", text[max(0, match.start() - 40):match.start()])
+                    if match.group(1) not in offered and not elsewhere:
+                        wrong.append(f"{name} {param.opts[0] if getattr(param, 'opts', None) else param.name}: "
+                                     f"{match.group(1)}")
+    assert not wrong, wrong

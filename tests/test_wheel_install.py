@@ -84,6 +84,9 @@ def test_wheel_carries_data_and_model_and_stays_small(installed):
     for name in ("model.keras", "manifest.json", "history.csv"):
         assert f"prednet_keras/pretrained/prednet-embedded/{name}" in names
     assert "prednet_keras/study/specs/quick.toml" in names
+    # The licence the metadata declares, with its text (a wheel that said MIT and shipped none was reported).
+    (licence,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+    assert "MIT License" in zipfile.ZipFile(wheel).read(licence).decode()
 
 
 def test_readme_quickstart_runs_from_the_wheel(installed):

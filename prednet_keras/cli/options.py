@@ -37,17 +37,18 @@ def verbose_option(command):
 
 PRECISION_HELP = (
     "Keras dtype policy: float32, or mixed_bfloat16 (float32 weights; PredNet's convolutions in bfloat16, its "
-    "states, errors and loss in float32). Checked on the device before the run starts. Independent of --tf32, "
-    "which says how float32 convolutions run on NVIDIA GPUs."
+    "states, errors and loss in float32). Checked on the device before the run starts."
 )
+# Said only where the command has --tf32 (prednet-eval has --precision alone).
+PRECISION_TF32_HELP = " Independent of --tf32, which says how float32 convolutions run on NVIDIA GPUs."
 
 
-def precision_option():
-    """--precision, for the commands that take it without the other runtime options (prednet-eval)."""
+def precision_option(tf32_option=False):
+    """--precision; `tf32_option`: the command also offers --tf32 (its help then says how the two differ)."""
     from prednet_keras.runtime import PRECISIONS
 
     return click.option("--precision", type=click.Choice(PRECISIONS), default="float32", show_default=True,
-                        help=PRECISION_HELP)
+                        help=PRECISION_HELP + (PRECISION_TF32_HELP if tf32_option else ""))
 
 
 DEVICES_HELP = (
@@ -94,7 +95,7 @@ def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu", 
                      help="Compile the training step (Keras' jit_compile): XLA on TensorFlow and JAX, torch.compile "
                           "on torch [default: off for TensorFlow on CPU, where it is slower, and on torch; Keras' "
                           "choice elsewhere]."),
-        precision_option(),
+        precision_option(tf32_option=True),
     ]
 
     def decorate(command):
