@@ -32,7 +32,7 @@ def _repeat(arm, seed):
 
 def test_every_kept_seed_has_all_its_planned_runs_complete_and_its_pairs():
     manifests = _manifests()
-    planned = load_spec(STUDY / "spec.toml").planned_runs()
+    planned = load_spec(STUDY / "spec.toml", check_paths=False).planned_runs()
     seeds = sorted({int(key.split("/seed-")[1][:4]) for key in manifests})
     assert seeds == list(range(100, 109))
     expected = {run.key for run in planned if run.seed in seeds}
