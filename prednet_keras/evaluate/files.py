@@ -165,6 +165,10 @@ def plot_per_step(scores, path, title=None):
 def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_start=None):
     """Writes prediction_scores.json/.txt, per_step.png and prediction_plots/.
 
+    Earlier results in `folder` are replaced only once the new ones exist: the grids, the slow part, are
+    drawn into a folder beside prediction_plots/ first, so a run stopped while drawing leaves the earlier
+    scores and plots as they were; then each file is replaced atomically and the plots' folder swapped in.
+
     Args:
         folder: output folder (created).
         scores: from compute_scores (plus any context to keep in the JSON).
@@ -176,24 +180,47 @@ def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_
     Returns:
         List of the files written.
     """
+    import os
+    import shutil
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / SCORES_JSON, folder / SCORES_TXT, folder / PER_STEP_PLOT]
-    if X is not None and plots:
-        scores = dict(scores, plots=plot_sequences(len(X), plots))
-    diskwrite.atomic_write_json(written[0], scores)
-    diskwrite.atomic_write(written[1], scores_text(scores, name))
-    plot_per_step(scores, written[2], title=name)
-    if X is not None and plots:
-        plot_dir = folder / PLOTS_DIR
-        plot_dir.mkdir(exist_ok=True)
-        for old in plot_dir.glob("plot_*.png"):
-            old.unlink()
-        for number, i in enumerate(plot_sequences(len(X), plots), start=1):
-            path = plot_dir / plot_name(number, i)
-            plot_grid(X[i], Xhat[i], path, extrap_start, title=f"{name or ''} test sequence {i}".strip())
-            written.append(path)
+    drawn = []
+    staging = folder / f".{PLOTS_DIR}.new-{os.getpid()}"
+    try:
+        if X is not None and plots:
+            scores = dict(scores, plots=plot_sequences(len(X), plots))
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir()
+            for number, i in enumerate(plot_sequences(len(X), plots), start=1):
+                drawn.append(plot_name(number, i))
+                plot_grid(X[i], Xhat[i], staging / drawn[-1], extrap_start,
+                          title=f"{name or ''} test sequence {i}".strip())
+        diskwrite.atomic_write_json(written[0], scores)
+        diskwrite.atomic_write(written[1], scores_text(scores, name))
+        plot_per_step(scores, written[2], title=name)
+        if drawn:
+            _swap_in(staging, folder / PLOTS_DIR)
+            written += [folder / PLOTS_DIR / file for file in drawn]
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return written
+
+
+def _swap_in(new, target):
+    """Puts folder `new` where `target` is: the earlier folder moved aside first and removed last, so that
+    `target` never holds a mix of old and new files."""
+    import os
+    import shutil
+
+    aside = target.with_name(f".{target.name}.old-{os.getpid()}")
+    if target.exists():
+        shutil.rmtree(aside, ignore_errors=True)
+        os.rename(target, aside)
+    os.rename(new, target)
+    shutil.rmtree(aside, ignore_errors=True)
+
 
 COMPARISON_COLUMNS = (
     "model", "mse_model", "mse_prev", "mse_ratio", "ssim_model", "ssim_prev", "psnr_model", "psnr_prev",
