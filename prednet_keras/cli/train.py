@@ -233,7 +233,7 @@ def _study_config(options):
     """The validated options of a run of a kind trained by its protocol (--model prednet-chainer|autoencoder|
     MODULE:FUNCTION)."""
     from prednet_keras import model_kinds
-    from prednet_keras.model_kinds.study_config import EMBEDDED_HELDOUT
+    from prednet_keras.model_kinds.study_config import names_a_file
 
     ctx = click.get_current_context(silent=True)
     explicit = {name for name, _ in _explicit(ctx, options)} if ctx is not None else set()
@@ -245,7 +245,7 @@ def _study_config(options):
     config.check_paths()
     for name in ("data", "init_weights", "heldout_data"):
         value = getattr(config, name, None)
-        if value is not None and not (name == "heldout_data" and value == EMBEDDED_HELDOUT):
+        if names_a_file(name, value):
             setattr(config, name, os.path.abspath(value))
     return config
 

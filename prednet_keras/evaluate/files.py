@@ -1,6 +1,8 @@
 """The files of an evaluation: prediction_scores.json/.txt, the per-step plot, the Actual / Predicted grids
 of prediction_plots/, and the comparison of several models (json, csv, txt, png). Written atomically."""
 
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -180,9 +182,6 @@ def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_
     Returns:
         List of the files written.
     """
-    import os
-    import shutil
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / SCORES_JSON, folder / SCORES_TXT, folder / PER_STEP_PLOT]
@@ -211,9 +210,6 @@ def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_
 def _swap_in(new, target):
     """Puts folder `new` where `target` is: the earlier folder moved aside first and removed last, so that
     `target` never holds a mix of old and new files."""
-    import os
-    import shutil
-
     aside = target.with_name(f".{target.name}.old-{os.getpid()}")
     if target.exists():
         shutil.rmtree(aside, ignore_errors=True)

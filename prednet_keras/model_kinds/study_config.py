@@ -12,7 +12,7 @@ from prednet_keras._options import OptionsRecord
 from prednet_keras.model_kinds import base
 
 __all__ = ["AUTOENCODERS", "CHAINER_DEFAULT_SIZE", "EMBEDDED_HELDOUT", "PROTOCOLS", "ProtocolKind", "StudyConfig",
-           "TBPTT_MODES", "flag", "protocol_train_rules", "study_model_names"]
+           "TBPTT_MODES", "flag", "names_a_file", "protocol_train_rules", "study_model_names"]
 
 PROTOCOLS = ("paper", "quick")
 TBPTT_MODES = ("chainer", "clean")
@@ -20,6 +20,12 @@ AUTOENCODERS = ("conv", "dense")
 CHAINER_DEFAULT_SIZE = (120, 160)
 # heldout_data's name for the embedded video's three splits (train, val and test), all held out at once.
 EMBEDDED_HELDOUT = "embedded"
+
+
+def names_a_file(option, value):
+    """Whether a path option's `value` is a file or folder to check and to make absolute: always, but for
+    heldout_data's name of the embedded video."""
+    return value is not None and not (option == "heldout_data" and value == EMBEDDED_HELDOUT)
 
 
 def flag(name):
@@ -125,9 +131,7 @@ class StudyConfig(OptionsRecord):
         """Raises FileNotFoundError for a data or weights path that does not exist."""
         for name in ("data", "init_weights", "heldout_data"):
             value = getattr(self, name)
-            if name == "heldout_data" and value == EMBEDDED_HELDOUT:
-                continue
-            if value is not None and not os.path.exists(value):
+            if names_a_file(name, value) and not os.path.exists(value):
                 raise FileNotFoundError(2, f"{flag(name)}: no such file or folder", value)
 
     def model_config(self):

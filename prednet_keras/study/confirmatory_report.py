@@ -22,7 +22,7 @@ from pathlib import Path
 from prednet_keras import runs as run_folders
 from prednet_keras.study import archive
 from prednet_keras.study.confirmatory import PlanError, analyse, plan_from_dict
-from prednet_keras.study.report import output_folder
+from prednet_keras.study.report import code_used, output_folder
 from prednet_keras.study.report_wording import interval, number, p_value
 from prednet_keras.study.run_records import find_run_folders, load_run
 
@@ -79,7 +79,8 @@ def read_values(sources, plan):
         plan: the ConfirmatoryPlan (its arms and metrics are read; other runs are only counted).
 
     Returns:
-        (values {metric: {arm key: {seed: value}}}, runs {"found", "used", "left_out": [{path, reason}]}).
+        (values {metric: {arm key: {seed: value}}}, runs {"found", "used", "left_out": [{path, reason}], "code":
+        the code the used runs ran, as report.code_used counts it}).
 
     Raises:
         ValueError: no runs at all, an arm the plan names without runs, a run of a planned arm without a
@@ -87,7 +88,7 @@ def read_values(sources, plan):
     """
     wanted = {a for item in plan.hypotheses + plan.floors for a in (item.arm, item.reference)}
     values = {metric: {arm: {} for arm in sorted(wanted)} for metric in plan.metrics}
-    where_of, arms_found, left_out, found, codes = {}, set(), [], 0, {}
+    where_of, arms_found, left_out, found, used = {}, set(), [], 0, []
     with contextlib.ExitStack() as stack:
         for source in sources:
             for path, where in _run_folders(source, stack):
@@ -105,8 +106,9 @@ def read_values(sources, plan):
                 if (arm, run.seed) in where_of:
                     raise ValueError(f"two runs of arm {arm}, seed {run.seed}: {where_of[arm, run.seed]} and {where}.")
                 where_of[arm, run.seed] = where
-                code = _code_of(run, where, plan.require_provenance)
-                codes[code] = codes.get(code, 0) + 1
+                if plan.require_provenance:
+                    _check_provenance(run, where)
+                used.append(run)
                 for metric in plan.metrics:
                     value = run.metric(metric)
                     if value is None:
@@ -119,27 +121,22 @@ def read_values(sources, plan):
     if missing:
         raise ValueError(f"the plan names arm(s) {', '.join(missing)}, which the records do not have (they have "
                          f"{', '.join(sorted(arms_found)) or 'no complete run of a study'}).")
-    return values, {"found": found, "used": len(where_of), "left_out": left_out,
-                    "code": [{"commit": commit, "dirty": dirty, "runs": count}
-                             for (commit, dirty), count in sorted(codes.items(), key=lambda item: str(item[0]))]}
+    return values, {"found": found, "used": len(where_of), "left_out": left_out, "code": code_used(used)}
 
 
-def _code_of(run, where, required):
-    """(commit, dirty) of the code a run ran; with `required`, a ValueError for a run that does not say which
-    commit ran clean, or from which recorded starting point it began."""
+def _check_provenance(run, where):
+    """A ValueError for a run that does not say which commit ran clean, or from which recorded starting point it
+    began (the plan's require_provenance)."""
     code = run.record.code
-    commit, dirty = (code.commit, code.dirty) if code is not None else (None, None)
-    if required:
-        if commit is None or dirty is not False:
-            state = "no code commit" if commit is None else f"commit {commit[:12]} with uncommitted changes" \
-                if dirty else f"commit {commit[:12]} of unknown state"
-            raise ValueError(f"{where}: records {state}; the plan requires runs of committed, unchanged code "
-                             "(require_provenance).")
-        initial = run.record.initial_weights
-        if initial is None or not initial.checksum:
-            raise ValueError(f"{where}: records no checksum of its initial weights; the plan requires it "
-                             "(require_provenance).")
-    return commit, dirty
+    if code is None or code.commit is None or code.dirty is not False:
+        state = ("no code commit" if code is None or code.commit is None else
+                 f"commit {code.commit[:12]} with uncommitted changes" if code.dirty else
+                 f"commit {code.commit[:12]} of unknown state")
+        raise ValueError(f"{where}: records {state}; the plan requires runs of committed, unchanged code "
+                         "(require_provenance).")
+    if not run.initial_checksum:
+        raise ValueError(f"{where}: records no checksum of its initial weights; the plan requires it "
+                         "(require_provenance).")
 
 
 # -------------------------------------------------------------------------------------------- words

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-__all__ = ["rms_distance", "summarize_curves", "summarize_divergence"]
+__all__ = ["normalised_distances", "rms_distance", "summarize_curves", "summarize_divergence"]
 
 
 def summarize_divergence(steps, distances):
@@ -42,6 +42,18 @@ def rms_distance(first, second):
         return None
     diff = values_a[index_a].astype(np.float64) - values_b[index_b].astype(np.float64)
     return common, np.sqrt(np.mean(diff**2, axis=1))
+
+
+def normalised_distances(values, reference):
+    """Per snapshot (row), how far `values` is from `reference`: (|a - b| / |b|, 1 - cos(a, b)), float64.
+
+    Scale-free where rms_distance is not: a normalised L2 of 0.01 is 1% of the reference's size.
+    """
+    a, b = np.asarray(values, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    tiny = np.finfo(np.float64).tiny
+    norm_a, norm_b = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    cosine = np.sum(a * b, axis=1) / np.maximum(norm_a * norm_b, tiny)
+    return np.linalg.norm(a - b, axis=1) / np.maximum(norm_b, tiny), 1.0 - cosine
 
 
 def summarize_curves(curves):

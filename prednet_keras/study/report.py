@@ -59,6 +59,7 @@ __all__ = [
     "curve_checksum",
     "find_run_folders",
     "load_run",
+    "code_used",
     "make_report",
     "output_folder",
     "render_markdown",
@@ -263,12 +264,12 @@ def _build_report(dirs, options, stack):
     orphans = [r for r in perturbed if r.protocol_key not in protocols]
     for run in orphans:
         warnings.append(f"{run.where}: a perturbed run without unperturbed runs of its protocol; not used.")
-    report["code"] = _code_used(usable + perturbed)
+    report["code"] = code_used(usable + perturbed)
     report["runs"] = [_run_record(r, config_of.get(r.path)) for r in usable]
     return report, context
 
 
-def _code_used(runs):
+def code_used(runs):
     """The code the runs were made with (manifest `code`): one row per commit and dirty flag, most runs
     first; runs whose manifests predate the record come last, as not recorded."""
     rows = {}

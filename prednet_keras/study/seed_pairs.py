@@ -27,8 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from prednet_keras import diskwrite
+from prednet_keras.study.divergence import normalised_distances
+from prednet_keras.study.run_records import load_run
 from prednet_keras.study_train import HELDOUT_PREDICTIONS
-from prednet_keras.trajectory import FILE as TRAJECTORY
 
 __all__ = ["FOLDER", "PairsError", "compare_runs", "pairs_file", "read_seed_pairs", "remove_runs",
            "write_seed_pairs"]
@@ -45,13 +46,6 @@ def pairs_file(study_dir, seed):
     return Path(study_dir) / FOLDER / f"seed-{seed:04d}.json.xz"
 
 
-def _losses(run_dir):
-    import csv
-
-    with open(Path(run_dir) / "history.csv", newline="") as handle:
-        return [float(row["loss"]) for row in csv.DictReader(handle)]
-
-
 def _finite(values, what):
     if not np.all(np.isfinite(values)):
         raise PairsError(f"{what}: holds NaN or inf; no distance is computed from it.")
@@ -64,16 +58,6 @@ def _predictions(run_dir):
         return None
     with np.load(path) as data:
         return {name: _finite(np.asarray(data[name], dtype=np.float64), f"{path} [{name}]") for name in data.files}
-
-
-def _trajectory(run_dir):
-    path = Path(run_dir) / TRAJECTORY
-    if not path.is_file():
-        return None
-    with np.load(path) as data:
-        steps = np.asarray(data["steps"]).astype(np.int64).ravel()
-        values = _finite(np.asarray(data["values"], dtype=np.float64).reshape(len(steps), -1), str(path))
-    return steps, values
 
 
 def _prediction_disagreement(a, b, where):
@@ -101,12 +85,9 @@ def _weight_distance(a, b, where):
     (steps_a, values_a), (steps_b, values_b) = a, b
     if not np.array_equal(steps_a, steps_b) or values_a.shape != values_b.shape:
         raise PairsError(f"{where}: the two runs' weight snapshots differ in steps or size.")
-    difference = np.linalg.norm(values_a - values_b, axis=1)
-    norm_a, norm_b = np.linalg.norm(values_a, axis=1), np.linalg.norm(values_b, axis=1)
-    cosine = np.sum(values_a * values_b, axis=1) / np.maximum(norm_a * norm_b, np.finfo(np.float64).tiny)
-    return {"weight_distance": {"steps": steps_a.tolist(),
-                                "normalised_l2": (difference / np.maximum(norm_b, np.finfo(np.float64).tiny)).tolist(),
-                                "cosine_distance": (1.0 - cosine).tolist()}}
+    l2, cosine = normalised_distances(_finite(values_a, f"{where}: weights"), _finite(values_b, f"{where}: weights"))
+    return {"weight_distance": {"steps": [int(step) for step in steps_a], "normalised_l2": l2.tolist(),
+                                "cosine_distance": cosine.tolist()}}
 
 
 def compare_runs(a_dir, b_dir):
@@ -116,13 +97,13 @@ def compare_runs(a_dir, b_dir):
         PairsError: files that do not fit together or hold non-finite values.
     """
     where = f"{a_dir} against {b_dir}"
-    losses_a, losses_b = _losses(a_dir), _losses(b_dir)
-    differing = [i for i, (x, y) in enumerate(zip(losses_a, losses_b), start=1) if x != y]
-    if not differing and len(losses_a) != len(losses_b):
-        differing = [min(len(losses_a), len(losses_b)) + 1]
-    out = {"first_differing_update": differing[0] if differing else None, "updates": [len(losses_a), len(losses_b)]}
+    a, b = load_run(a_dir), load_run(b_dir)
+    differing = [i for i, (x, y) in enumerate(zip(a.losses, b.losses), start=1) if x != y]
+    if not differing and len(a.losses) != len(b.losses):
+        differing = [min(len(a.losses), len(b.losses)) + 1]
+    out = {"first_differing_update": differing[0] if differing else None, "updates": [len(a.losses), len(b.losses)]}
     out.update(_prediction_disagreement(_predictions(a_dir), _predictions(b_dir), where))
-    out.update(_weight_distance(_trajectory(a_dir), _trajectory(b_dir), where))
+    out.update(_weight_distance(a.trajectory(), b.trajectory(), where))
     return out
 
 
@@ -137,8 +118,6 @@ def write_seed_pairs(study_dir, planned, overwrite=False):
     Returns:
         {"written": [seeds], "kept": [seeds already written], "incomplete": {seed: [missing run keys]}}.
     """
-    from prednet_keras.runs import RunFolder
-
     study_dir = Path(study_dir)
     by_seed = {}
     for run in planned:
@@ -151,8 +130,7 @@ def write_seed_pairs(study_dir, planned, overwrite=False):
             continue
         folders = {run.key: study_dir / "runs" / run.key for run in runs}
         missing = [key for key, folder in folders.items()
-                   if not (folder / "manifest.json").is_file()
-                   or RunFolder(folder).read_manifest().get("status") != "complete"]
+                   if not (folder / "manifest.json").is_file() or load_run(folder).status != "complete"]
         if missing:
             incomplete[seed] = missing
             continue

@@ -71,7 +71,7 @@ import tomllib
 from pathlib import Path
 
 from prednet_keras import model_kinds
-from prednet_keras.model_kinds.study_config import EMBEDDED_HELDOUT
+from prednet_keras.model_kinds.study_config import names_a_file
 from prednet_keras.study import spec_rules
 from prednet_keras.study.spec_rules import RuleError
 
@@ -563,9 +563,8 @@ def _train_options(model, table, base, check_paths=True):
         _check("train", key, value, rules[key])
     for key in ("data", "val_data", "heldout_data"):
         value = options.get(key)
-        if key == "heldout_data" and value == EMBEDDED_HELDOUT:
-            continue
-        if isinstance(value, str) and base is not None and not Path(value).is_absolute():
+        if isinstance(value, str) and names_a_file(key, value) and base is not None \
+                and not Path(value).is_absolute():
             options[key] = str((Path(base) / value).resolve())
     try:
         config = cls(model=model, **options).resolved()

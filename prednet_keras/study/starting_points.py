@@ -80,14 +80,14 @@ def start(spec, study_dir, runs, backend):
     records, missing, expected = {}, [], {}
     for seed in sorted({run.seed for run in runs}):
         record = read_seed_record(study_dir, seed)
-        complete = record is not None and Path(weights_path(study_dir, seed)).is_file() and (
-            seed not in nudged or Path(weights_path(study_dir, seed, "ulp")).is_file()
-        )
-        if complete and record.get("protocol") != protocol:
+        if record is not None and record.get("protocol") != protocol:
             raise StartingPointError(
                 f"{seed_folder(study_dir, seed)} was made for other training options than this spec's; "
                 "use another output folder for this spec."
             )
+        complete = record is not None and Path(weights_path(study_dir, seed)).is_file() and (
+            seed not in nudged or Path(weights_path(study_dir, seed, "ulp")).is_file()
+        )
         if complete and seed in nudged and "ulp_change" not in record:
             raise StartingPointError(
                 f"{seed_folder(study_dir, seed)} holds 1-ulp weights with every weight nudged, made before the "
@@ -95,19 +95,14 @@ def start(spec, study_dir, runs, backend):
             )
         if complete:
             records[seed] = record
-        else:
-            if record is not None:
-                # A record without its weights files (a packed study keeps seed.json only): the weights are
-                # made again, and must come out as recorded. The record goes first, because a seed counts as
-                # written once its seed.json is there.
-                if record.get("protocol") != protocol:
-                    raise StartingPointError(
-                        f"{seed_folder(study_dir, seed)} was made for other training options than this spec's; "
-                        "use another output folder for this spec."
-                    )
-                expected[seed] = record
-                os.remove(seed_folder(study_dir, seed) / SEED_RECORD)
-            missing.append(seed)
+            continue
+        if record is not None:
+            # A record without its weights files (a packed study keeps seed.json only): the weights are made
+            # again, and must come out as recorded. The record goes first, because a seed counts as written
+            # once its seed.json is there.
+            expected[seed] = record
+            os.remove(seed_folder(study_dir, seed) / SEED_RECORD)
+        missing.append(seed)
     child = _start_child(spec, study_dir, missing, sorted(nudged.intersection(missing)), backend) if missing else None
     return StartingPoints(study_dir, records, child, missing, expected)
 

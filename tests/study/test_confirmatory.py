@@ -480,7 +480,8 @@ def test_runs_without_their_provenance_are_refused_when_the_plan_requires_it(tmp
     result = confirm(study, "--plan", tmp_path / "plan.toml", "-o", tmp_path / "out", "--no-plot")
     assert result.exit_code == 0, result.output
     record = json.loads((tmp_path / "out" / "confirmatory.json").read_text())
-    assert record["runs"]["code"] == [{"commit": "a" * 40, "dirty": False, "runs": 18}]
+    assert record["runs"]["code"] == [{"recorded": True, "commit": "a" * 40, "dirty": False, "runs": 18,
+                                       "package_sha256": []}]
     assert f"| {'a' * 40} | no | 18 |" in (tmp_path / "out" / "confirmatory.md").read_text()
 
 
