@@ -13,6 +13,9 @@
 #   tf32         --deterministic --tf32               the arm that repeated in the study
 #   f32-noauto   f32 with XLA_FLAGS=--xla_gpu_autotune_level=0 (XLA's default algorithms, no autotuning)
 #   f32-nondet   --no-deterministic --no-tf32         for comparison
+#   f32-cache    f32 with one JAX compilation cache for both repeats: the second loads the first's executable
+#                (its autotuned algorithm picks), as the study's runs of one configuration do
+#   f32-notriton f32 with XLA_FLAGS=--xla_gpu_enable_triton_gemm=false (cuBLAS for every matrix product)
 # and one more run of f32 and of tf32 with --xla_dump_to, whose optimised HLO says which cuDNN engines and
 # which other kernels (cuBLAS, Triton) each precision uses. OUT gets summary.txt and jax-f32-determinism.tar.xz
 # (the runs' manifests, histories and logs, the audits, the HLO excerpts).
@@ -25,7 +28,7 @@ export PYTHONUNBUFFERED=1 KERAS_BACKEND=jax
 pack() {
     cp "$work/summary.txt" "$dest/" 2>/dev/null
     tar cJf "$dest/jax-f32-determinism.tar.xz" -C "$work" --exclude='*.keras' --exclude='*.h5' --exclude='*.npz' \
-        --exclude='loss.png' --exclude='dump-*' . 2>> "$work/logs/pack.txt"
+        --exclude='loss.png' --exclude='dump-*' --exclude='cache-*' . 2>> "$work/logs/pack.txt"
 }
 trap pack EXIT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/logs/nvidia-smi.txt" 2>&1
@@ -39,6 +42,10 @@ train --deterministic --tf32 --repeat 2 -o "$work/tf32" > "$work/logs/tf32.log" 
 XLA_FLAGS=--xla_gpu_autotune_level=0 train --deterministic --no-tf32 --repeat 2 -o "$work/f32-noauto" \
     > "$work/logs/f32-noauto.log" 2>&1 &
 train --no-deterministic --no-tf32 --repeat 2 -o "$work/f32-nondet" > "$work/logs/f32-nondet.log" 2>&1 &
+JAX_COMPILATION_CACHE_DIR="$work/cache-f32" JAX_COMPILATION_CACHE_MAX_SIZE=$((2 * 1024**3)) \
+    train --deterministic --no-tf32 --repeat 2 -o "$work/f32-cache" > "$work/logs/f32-cache.log" 2>&1 &
+XLA_FLAGS=--xla_gpu_enable_triton_gemm=false train --deterministic --no-tf32 --repeat 2 -o "$work/f32-notriton" \
+    > "$work/logs/f32-notriton.log" 2>&1 &
 for precision in no-tf32 tf32; do
     XLA_FLAGS="--xla_dump_to=$work/dump-$precision --xla_dump_hlo_as_text" \
         train --deterministic --$precision -o "$work/dumped-$precision" > "$work/logs/dumped-$precision.log" 2>&1 &
@@ -47,7 +54,7 @@ wait
 
 {
     cat "$work/logs/nvidia-smi.txt"
-    for variant in f32 tf32 f32-noauto f32-nondet; do
+    for variant in f32 tf32 f32-noauto f32-nondet f32-cache f32-notriton; do
         echo "== $variant: $(grep -h -E 'Bit-identical|Not bit-identical|did not finish|Error' "$work/logs/$variant.log" | tr '\n' ' ')"
     done
     # The kernels each precision's optimised program calls: custom-call targets with the cuDNN engine or
