@@ -75,7 +75,8 @@ def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, pow
 
     Returns:
         dict with n_a, n_b, mean_a, mean_b, difference (A - B), design
-        ("paired" or "independent"), shared_seeds, welch, mann_whitney,
+        ("paired" or "independent"), shared_seeds (the seeds both arms ran),
+        paired_seeds (those the paired test used: 0 in the independent design), welch, mann_whitney,
         levene, paired and seed_differences (None unless paired), hedges_g,
         tost, tost_welch, primary ({test, p, difference, ci}) and power.
         Holm-adjusted p-values and the verdict are added by
@@ -90,7 +91,8 @@ def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, pow
         "mean_b": float(b.mean()) if b.size else math.nan,
         "difference": mean_difference(a, b),
         "design": "paired" if shared else "independent",
-        "shared_seeds": len(shared) if shared else 0,
+        "shared_seeds": _count_shared(seeds_a, seeds_b),
+        "paired_seeds": len(shared) if shared else 0,
         "welch": welch_test(a, b, alpha),
         "mann_whitney": mann_whitney(a, b),
         "levene": levene_test(a, b),
@@ -122,8 +124,12 @@ def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, pow
                           "ci": out["welch"]["ci"]}
         sd, sd_kind = pooled_sd([a, b]), "pooled seed SD"
     out["power"] = _power_summary(sd, sd_kind, margin, alpha, power, bool(shared),
-                                  out["shared_seeds"] if shared else min(a.size, b.size))
+                                  out["paired_seeds"] if shared else min(a.size, b.size))
     return out
+
+
+def _count_shared(seeds_a, seeds_b):
+    return 0 if seeds_a is None or seeds_b is None else len(set(seeds_a) & set(seeds_b))
 
 
 def _identical_seeds(a, b, seeds_a, seeds_b):
@@ -263,7 +269,9 @@ def verdict(pair, alpha=ALPHA):
                     else f"inconclusive: more than {MAX_SEEDS} seeds per configuration needed")
         else:
             text = f"inconclusive: about {needed} seeds per configuration needed"
-    if _below(p["levene"], alpha):
+    if pair["levene"].get("degenerate") and pair["n_a"] >= 2 and pair["n_b"] >= 2:
+        notes.append(f"spread not tested: {pair['levene']['degenerate']}")
+    elif _below(p["levene"], alpha):
         notes.append(f"the spread differs (Levene Holm p = {_fmt(p['levene'])}, SD ratio {_fmt(pair['levene']['sd_ratio'])})")
     return {"verdict": text, "verdict_kind": kind, "notes": notes}
 

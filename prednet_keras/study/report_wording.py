@@ -107,7 +107,7 @@ def verdict_line(pair, comparison):
     primary = pair["primary"]
     text = (f"- **{pair['a']} vs {pair['b']}: {pair['verdict']}** ({pair['a']} - {pair['b']} = "
             f"{number(primary['difference'])}, {int(100 * (1 - comparison['alpha']))}% CI {interval(primary['ci'])}, "
-            f"{primary['test']}" + (f" on {pair['shared_seeds']} seeds" if pair["design"] == "paired" else "")
+            f"{primary['test']}" + (f" on {pair['paired_seeds']} seeds" if pair["design"] == "paired" else "")
             + f", Holm p {p_value(pair['p_holm']['primary'])}")
     per_seed = pair.get("seed_differences")
     if per_seed and pair["verdict_kind"] != "identical":

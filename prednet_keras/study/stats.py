@@ -300,24 +300,40 @@ def levene_test(a, b):
         a, b: the samples (at least 2 values each).
 
     Returns:
-        dict: w, p, sd_ratio (SD a / SD b). Two samples without any spread:
-        p = 1 (nothing to tell apart); no spread of the deviations within
-        either sample (e.g. two values each): w and p nan (undefined).
+        dict: w, p, sd_ratio (SD a / SD b) and degenerate (None, or the sentence
+        saying what the data are when the test cannot speak): fewer than 2
+        values in a sample (w, p nan); no spread in either sample (w 0, p 1:
+        nothing to tell apart); deviations from the median equal within each
+        sample to round-off, as two values per sample always are (w, p nan: W
+        would divide round-off by round-off and give any p at all).
     """
     a, b = finite_values(a), finite_values(b)
     if a.size < 2 or b.size < 2:
-        return {"w": math.nan, "p": math.nan, "sd_ratio": math.nan}
+        return {"w": math.nan, "p": math.nan, "sd_ratio": math.nan,
+                "degenerate": "fewer than 2 seeds in an arm: no spread to compare"}
     sd_a, sd_b = float(a.std(ddof=1)), float(b.std(ddof=1))
     ratio = float(safe_ratio(sd_a, sd_b))
-    if np.ptp(a - np.median(a)) == 0 and np.ptp(b - np.median(b)) == 0:
-        return {"w": 0.0, "p": 1.0, "sd_ratio": ratio}
-    # Equal absolute deviations within each sample (e.g. two values per sample)
-    # leave no within-group spread: W is undefined (nan), not a warning.
+    deviations = [np.abs(a - np.median(a)), np.abs(b - np.median(b))]
+    largest = max(float(z.max()) for z in deviations)
+    if largest == 0:
+        return {"w": 0.0, "p": 1.0, "sd_ratio": ratio,
+                "degenerate": "every seed gave the same value within each arm: neither arm has a spread"}
+    # W's denominator is the spread of these deviations within each sample; at round-off (a few
+    # ulps of the values, where the median and the subtraction round) W is a ratio of rounding
+    # errors, not a statistic.
+    within = max(float(np.ptp(z)) for z in deviations)
+    roundoff = 64 * np.finfo(np.float64).eps * float(max(np.abs(a).max(), np.abs(b).max()))
+    if within <= roundoff:
+        return {"w": math.nan, "p": math.nan, "sd_ratio": ratio,
+                "degenerate": ("each arm's values lie at equal distances from its median (to round-off), as "
+                               f"{min(a.size, b.size)} seeds per arm may: the spreads cannot be compared by "
+                               "Levene's test")}
     with np.errstate(divide="ignore", invalid="ignore"):
         result = stats.levene(a, b, center="median")
     if not math.isfinite(float(result.statistic)):
-        return {"w": math.nan, "p": math.nan, "sd_ratio": ratio}
-    return {"w": float(result.statistic), "p": float(result.pvalue), "sd_ratio": ratio}
+        return {"w": math.nan, "p": math.nan, "sd_ratio": ratio,
+                "degenerate": "Levene's statistic is undefined for these values"}
+    return {"w": float(result.statistic), "p": float(result.pvalue), "sd_ratio": ratio, "degenerate": None}
 
 
 def tost_welch(a, b, margin, alpha=ALPHA):

@@ -244,6 +244,37 @@ def test_spread_change_is_noted():
     assert any("spread differs" in note for note in pair["notes"])
 
 
+
+def test_degenerate_spread_is_described_not_tested():
+    # Issue 39: two nearly identical arms of two seeds gave "the spread differs (Levene Holm p = 1.92e-17,
+    # SD ratio 1)". With two values per arm the deviations from the median are equal by construction: W
+    # divides round-off by round-off. The report says what the data are instead of a p-value.
+    a = np.array([0.012, 0.031])
+    (pair,) = comparisons.compare_configurations({"A": a, "B": a + [1e-12, -1e-12]},
+                                                 seeds={"A": [0, 1], "B": [0, 1]})["pairs"]
+    assert math.isnan(pair["levene"]["p"]) and "equal distances from its median" in pair["levene"]["degenerate"]
+    assert not any("spread differs" in note for note in pair["notes"])
+    assert any(note.startswith("spread not tested: ") for note in pair["notes"])
+    # Neither arm varies: nothing to tell apart, and said so.
+    (pair,) = comparisons.compare_configurations({"A": [0.1] * 3, "B": [0.2] * 3})["pairs"]
+    assert pair["levene"]["p"] == 1.0 and "neither arm has a spread" in pair["levene"]["degenerate"]
+    # One seed: the verdict already says 2 are needed; no second sentence about the spread.
+    (pair,) = comparisons.compare_configurations({"A": [0.1], "B": [0.2, 0.3]})["pairs"]
+    assert "at least 2 seeds" in pair["verdict"] and not any("spread" in note for note in pair["notes"])
+    # Real spread keeps the test.
+    rng = np.random.default_rng(15)
+    assert stats.levene_test(rng.normal(0, 1, 10), rng.normal(0, 2, 10))["degenerate"] is None
+
+
+def test_shared_seeds_counts_the_seeds_both_arms_ran():
+    # report.json once said shared_seeds 0 beside identical_seeds.shared 2: the first counted only the
+    # seeds a paired test used. Now shared_seeds is the seeds both arms ran, paired_seeds those paired.
+    (pair,) = comparisons.compare_configurations({"A": [0.1, 0.2], "B": [0.1, 0.25, 0.3]},
+                                                 seeds={"A": [0, 1], "B": [0, 1, 2]})["pairs"]
+    assert pair["design"] == "independent"
+    assert (pair["shared_seeds"], pair["paired_seeds"], pair["identical_seeds"]["shared"]) == (2, 0, 2)
+
+
 # ------------------------------------------------------------- determinism
 
 
