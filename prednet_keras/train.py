@@ -121,6 +121,26 @@ def _layer_loss_spec(value):
     return value if isinstance(value, str) else list(value)
 
 
+def _check_best_model(folder, state):
+    """Refuses to resume a run whose model.keras is not the best epoch's model that state.json records:
+    training on would write a manifest vouching for a file it did not make."""
+    from prednet_keras.saving import load_model
+    from prednet_keras.starting_point import weights_checksum
+
+    expected = state.get("model_weights_checksum")
+    if not expected:
+        return
+    where = f"{folder.state_path} (epoch {state['best_epoch']}, the best)"
+    if not folder.model_path.is_file():
+        raise ValueError(f"{folder.model_path} is missing: it held the best epoch's model that {where} records; "
+                         "restore it, or start again with --overwrite.")
+    actual = weights_checksum(load_model(folder.model_path, compile=False))
+    if actual != expected:
+        raise ValueError(f"{folder.model_path} does not hold the weights {where} records ({expected[:12]}..., "
+                         f"the file holds {actual[:12]}...): it was replaced or changed; restore it, or start "
+                         "again with --overwrite.")
+
+
 def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_stop=None):
     """Trains the run in `run_dir` from its last completed epoch (or from the start).
 
@@ -203,6 +223,8 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
         started = time.perf_counter()
         print(f"Loading the checkpoint of epoch {first_epoch} ({folder.path / state['checkpoint']}) ...", flush=True)
         run.restore_checkpoint(model, state)
+        if state.get("best_epoch") != first_epoch:  # else model.keras is written again from this checkpoint
+            _check_best_model(folder, state)
         print(f"  loaded and verified in {time.perf_counter() - started:.1f} s", flush=True)
 
     # -- from here on the run folder is written ---------------------------
@@ -295,13 +317,14 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
         FirstCallAnnouncer(bar=not progress.quiet),
         progress,
     ]
-    if should_stop is not None:
-        callbacks.insert(0, StopOnRequest(should_stop))
     early = None
     if config.patience:
         # After the recorder: the epoch that stops training is recorded in full first.
         early = ResumableEarlyStopping(config.patience, config.epochs, best, first_epoch)
         callbacks.insert(callbacks.index(recorder) + 1, early)
+    if should_stop is not None:
+        # Last: a stop asked for while an epoch ends takes effect once the epoch is recorded (interrupts.py).
+        callbacks.append(StopOnRequest(should_stop))
     print(
         f"Training {config.model} ({model.count_params():,} parameters) on {len(sequences)} sequences of "
         f"{config.nt} frames {'x'.join(map(str, train_data.frame_shape))}, "

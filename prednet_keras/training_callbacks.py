@@ -16,7 +16,7 @@ import time
 import keras
 import numpy as np
 
-from prednet_keras import runs
+from prednet_keras import interrupts, runs
 from prednet_keras.diskwrite import file_sha256
 from prednet_keras.models import LastBatchLoss  # noqa: F401 (named here before models.py held it)
 from prednet_keras.recipe import learning_rate_at
@@ -25,7 +25,8 @@ from prednet_keras.run_progress import FirstStep, is_terminal
 
 # Test hook: "EPOCH:STEP" (from 1) kills the training process with SIGKILL right
 # after that step, as a power cut would, to test --resume; "EPOCH:MOMENT" at one
-# of the moments of that epoch's end (KILL_MOMENTS, in the order they happen).
+# of the moments of that epoch's end (KILL_MOMENTS, in the order they happen);
+# a third field names another signal to send instead ("2:checkpoint:SIGINT": a Ctrl-C).
 KILL_AT_ENV = "PREDNET_TEST_KILL_AT"
 KILL_MOMENTS = ("history", "checkpoint-partial", "checkpoint", "state", "model-partial", "model", "cleanup")
 
@@ -111,7 +112,11 @@ class RunRecorder(keras.callbacks.Callback):
             self._maybe_killed(epoch, step)
 
     def on_epoch_end(self, epoch, logs=None):
-        logs = logs or {}
+        # Ctrl-C or SIGTERM meanwhile takes effect after this, in StopOnRequest: the epoch counts whole.
+        with interrupts.deferred():
+            self._record_epoch(epoch, logs or {})
+
+    def _record_epoch(self, epoch, logs):
         self._write_steps(self._losses.flush())
         if self.diverged:
             return
@@ -186,10 +191,13 @@ class RunRecorder(keras.callbacks.Callback):
         self.history.close()
 
     def _maybe_killed(self, epoch, moment):
-        """The KILL_AT_ENV test hook: SIGKILL, as a power cut, at (epoch, step or moment)."""
-        if self._kill_at == (epoch, moment):
-            self.history.close()
-            os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+        """The KILL_AT_ENV test hook: SIGKILL, as a power cut, at (epoch, step or moment); or the signal the
+        hook names (EPOCH:MOMENT:SIGINT, a Ctrl-C there)."""
+        if self._kill_at and self._kill_at[:2] == (epoch, moment):
+            name = self._kill_at[2]
+            if name == "SIGKILL":
+                self.history.close()
+            os.kill(os.getpid(), getattr(signal, name, signal.SIGTERM))
 
 
 class StopOnRequest(keras.callbacks.Callback):
@@ -301,8 +309,8 @@ class ProgressLogger(keras.callbacks.Callback):
 def _parse_kill_at(text):
     if not text:
         return None
-    epoch, when = text.split(":")
-    return int(epoch), when if when in KILL_MOMENTS else int(when)
+    epoch, when, *name = text.split(":")
+    return int(epoch), when if when in KILL_MOMENTS else int(when), name[0] if name else "SIGKILL"
 
 
 def dispatches_asynchronously(model):

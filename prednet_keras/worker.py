@@ -17,11 +17,10 @@ started it killed).
 import argparse
 import json
 import os
-import signal
 import sys
 import time
 
-from prednet_keras import compile_cache
+from prednet_keras import compile_cache, interrupts
 from prednet_keras.childproc import exit_status
 
 __all__ = ["EXIT_INTERRUPTED", "exit_status", "launch", "main", "start"]
@@ -75,20 +74,6 @@ def launch(run_dir, runtime_config, quiet=False, resume=None, pass_fds=(), every
     return child.wait_forwarding(every=every_second)
 
 
-_stop_requested = False
-
-
-def _raise_keyboard_interrupt(signum, frame):
-    global _stop_requested
-    _stop_requested = True
-    raise KeyboardInterrupt
-
-
-def stop_requested():
-    """Whether SIGTERM or SIGINT asked this process to stop (see training_callbacks.StopOnRequest)."""
-    return _stop_requested
-
-
 def _user_errors():
     from prednet_keras.errors import USER_ERRORS
     from prednet_keras.runtime import RuntimeSetupError
@@ -115,8 +100,7 @@ def train_main(run_dir, quiet=False, resume=None):
     """
     from prednet_keras import runs
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _raise_keyboard_interrupt)
+    interrupts.install()
     sys.unraisablehook = _quiet_about_full_disks(sys.unraisablehook)
     folder = runs.RunFolder(run_dir)
     try:
@@ -154,12 +138,11 @@ def train_main(run_dir, quiet=False, resume=None):
         from prednet_keras import train
 
         # run_training records the runtime with its session, once the run is verified.
-        train.run_training(run_dir, record, quiet=quiet, resume=resume, should_stop=stop_requested)
+        train.run_training(run_dir, record, quiet=quiet, resume=resume, should_stop=interrupts.stop_requested)
         return 0
     except KeyboardInterrupt:
         # One interruption is recorded; a second signal must not cut the record short.
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, signal.SIG_IGN)
+        interrupts.ignore()
         from prednet_keras import run_session
 
         run_session.mark_stopped(run_dir, "interrupted")

@@ -96,3 +96,18 @@ def test_killed_at_every_moment_of_an_epochs_end_resumes_to_the_same_run(data, r
     sessions = json.loads((folder / "manifest.json").read_text())["sessions"]
     assert [s.get("status") for s in sessions] == ["killed"] * len(KILLS) + [None]
     assert not list(folder.rglob(".prednet-tmp-*"))  # no temporary file of a killed process is left
+
+
+def test_ctrl_c_while_an_epoch_is_recorded_keeps_that_epoch(data, reference, tmp_path):
+    # Issue 39: a Ctrl-C that landed after an epoch's checkpoint was written threw the epoch away (the
+    # handler raised mid-record). Now the stop waits for the epoch's record: epoch 2 counts, and the resumed
+    # run is the uninterrupted one.
+    folder = tmp_path / "run"
+    stopped = _train([*TINY_TORCH, "--data", data, "-o", folder], kill_at="2:checkpoint:SIGINT")
+    assert stopped.returncode == 130, stopped.stdout + stopped.stderr
+    assert "Interrupted with 2 epochs completed" in stopped.stderr
+    assert runs.RunFolder(folder).completed_epochs() == 2
+    resumed = _train(["--resume", "--quiet", "-o", folder])
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "Resuming after epoch 2 of 6" in resumed.stdout
+    assert _outcome(folder) == reference

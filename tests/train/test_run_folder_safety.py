@@ -231,3 +231,31 @@ def test_resume_with_more_epochs_keeps_every_manifest_field(copy_of_run):
     assert after["result"]["weights_checksum"] != before["result"]["weights_checksum"]
     assert after["resumes"][-1]["after_epoch"] == 2 and after["epochs_changed"] == [{"from": 2, "to": 3, "at_epoch": 2}]
     assert after["options"]["epochs"] == 3 and after["sessions"][:1] == before["sessions"]
+
+
+def test_resume_refuses_a_best_model_that_is_not_the_one_recorded(tmp_path):
+    # Issue 39: a resume did not notice a model.keras other than the one state.json records for the best
+    # epoch; training on would have written a manifest vouching for a file the run did not make.
+    import keras
+
+    from prednet_keras.starting_point import weights_checksum
+    from prednet_keras.train import _check_best_model
+
+    def tiny():  # functional, as model.keras is, with fixed names: the checksum covers the weights' names
+        inputs = keras.Input((2,))
+        return keras.Model(inputs, keras.layers.Dense(1, name="out")(inputs), name="tiny")
+
+    model = tiny()
+    folder = runs.RunFolder(tmp_path)
+    model.save(folder.model_path)
+    state = {"best_epoch": 1, "model_weights_checksum": weights_checksum(model)}
+    _check_best_model(folder, state)  # the recorded file: no complaint
+
+    other = tiny()
+    other.get_layer("out").kernel.assign(model.get_layer("out").kernel + 1.0)
+    other.save(folder.model_path)
+    with pytest.raises(ValueError, match=r"model.keras does not hold the weights .*state.json \(epoch 1, the best\)"):
+        _check_best_model(folder, state)
+    folder.model_path.unlink()
+    with pytest.raises(ValueError, match=r"model.keras is missing: it held the best epoch's model"):
+        _check_best_model(folder, state)
