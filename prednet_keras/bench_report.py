@@ -133,12 +133,7 @@ def plot_results(results, path, title="prednet-bench throughput (synthetic input
     A panel is drawn for each swept quantity that takes more than one value; with
     no sweep, one bar chart of the phases.
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    from prednet_keras import runs
+    from prednet_keras.figures import new_figure, save_png
 
     def key(result, phase, by):
         config = result["config"]
@@ -151,7 +146,7 @@ def plot_results(results, path, title="prednet-bench throughput (synthetic input
     batches = {r["config"]["batch_size"] for r in results}
     sizes = {tuple(r["config"]["size"]) for r in results}
     panels = [by for by, values in (("batch", batches), ("size", sizes)) if len(values) > 1] or ["none"]
-    figure = Figure(figsize=(6 * len(panels), 4.2 if panels != ["none"] else 5.2), dpi=100)
+    figure = new_figure(6 * len(panels), 4.2 if panels != ["none"] else 5.2)
     for index, by in enumerate(panels):
         axes = figure.add_subplot(1, len(panels), index + 1)
         if by == "none":
@@ -187,6 +182,5 @@ def plot_results(results, path, title="prednet-bench throughput (synthetic input
         axes.grid(True, alpha=0.3)
         axes.legend(fontsize=7)
     figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
-    runs.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+    save_png(figure, path)
 

@@ -5,7 +5,8 @@ import csv
 import io
 from pathlib import Path
 
-from prednet_keras.diskwrite import write_through_temporary
+from prednet_keras.figures import new_figure, save_png
+
 
 # kind: "step" rows carry the loss of one batch; "epoch" rows the mean training
 # loss of the epoch and the validation loss. epoch and step count from 1.
@@ -88,14 +89,9 @@ def plot_history(rows, path, title=None):
         path: the PNG to write.
         title: plot title.
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
     steps = [r for r in rows if r["kind"] == "step" and r["loss"] is not None]
     epochs = [r for r in rows if r["kind"] == "epoch"]
-    figure = Figure(figsize=(7, 4.2), dpi=100)
+    figure = new_figure(7, 4.2)
     axes = figure.subplots()
     if steps:
         per_epoch = max(r["step"] for r in steps)
@@ -138,8 +134,7 @@ def plot_history(rows, path, title=None):
     if steps or epochs:
         axes.legend(fontsize=8)
     axes.grid(alpha=0.3)
-    figure.tight_layout()
-    write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+    save_png(figure, path)
 
 
 def update_rows(records):

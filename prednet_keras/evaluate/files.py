@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from prednet_keras import diskwrite
+from prednet_keras.figures import new_figure, save_png
 from prednet_keras.evaluate.scoring import baseline_verdict
 
 __all__ = [
@@ -90,13 +91,6 @@ def scores_text(scores, name=None):
     return "\n".join(lines) + "\n"
 
 
-def _figure(width, height):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), dpi=100)
 
 
 def _show_frame(axes, frame):
@@ -122,7 +116,7 @@ def plot_grid(X, Xhat, path, extrap_start=None, title=None):
     nt = X.shape[0]
     aspect = X.shape[1] / X.shape[2]
     width = max(nt, 2) * 1.0
-    figure = _figure(width, 2 * (width / nt) * aspect * 1.06 + (0.45 if title else 0.3))
+    figure = new_figure(width, 2 * (width / nt) * aspect * 1.06 + (0.45 if title else 0.3))
     grid = figure.add_gridspec(2, nt, wspace=0.03, hspace=0.03)
     for t in range(nt):
         for row, frames in enumerate((X, Xhat)):
@@ -140,13 +134,13 @@ def plot_grid(X, Xhat, path, extrap_start=None, title=None):
     if title:
         figure.suptitle(title, fontsize=8)
     figure.subplots_adjust(left=0.04, right=0.995, bottom=0.01, top=0.86 if title else 0.9)
-    diskwrite.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+    save_png(figure, path, tight=False)
 
 
 def plot_per_step(scores, path, title=None):
     """MSE per time step, model vs previous frame (and last seen frame when extrapolating)."""
     per = scores["per_step"]
-    figure = _figure(6, 3.6)
+    figure = new_figure(6, 3.6)
     axes = figure.subplots()
     axes.plot(per["t"][1:], per["mse_model"][1:], "o-", label="model")
     axes.plot(per["t"][1:], per["mse_prev"][1:], "s--", label="previous frame")
@@ -160,8 +154,7 @@ def plot_per_step(scores, path, title=None):
     axes.set_title(title or "prediction error per time step", fontsize=9)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
-    figure.tight_layout()
-    diskwrite.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+    save_png(figure, path)
 
 
 def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_start=None):
@@ -266,7 +259,7 @@ def _cell(value):
 
 def plot_comparison(rows, path):
     """Bar chart: MSE of each model, previous-frame MSE as a marker per model."""
-    figure = _figure(max(5, 1.1 * len(rows) + 2), 3.8)
+    figure = new_figure(max(5, 1.1 * len(rows) + 2), 3.8)
     axes = figure.subplots()
     x = np.arange(len(rows))
     axes.bar(x, [r["mse_model"] for r in rows], color="tab:blue", label="model MSE")
@@ -278,8 +271,7 @@ def plot_comparison(rows, path):
     axes.set_title("next-frame prediction error", fontsize=9)
     axes.grid(axis="y", alpha=0.3)
     axes.legend(fontsize=8)
-    figure.tight_layout()
-    diskwrite.write_through_temporary(path, lambda temporary: figure.savefig(temporary, format="png"))
+    save_png(figure, path)
 
 
 def write_comparison(folder, results):

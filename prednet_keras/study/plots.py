@@ -5,40 +5,11 @@ matplotlib's object API (Figure, no pyplot) with the Agg canvas: no display,
 no global state shared with other plots in the process.
 """
 
-import io
-
 import numpy as np
 
-from prednet_keras import runs as run_folders
+from prednet_keras.figures import new_figure, save_png
 
 __all__ = ["draw_all", "plot_divergence", "plot_final_metric", "plot_log_ratios", "plot_loss_curves"]
-
-
-def _figure(width, height):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), dpi=100)
-
-
-def _save(figure, path):
-    figure.tight_layout()
-
-    def write(temporary):
-        # A chart has few colours: as a 256-colour palette PNG it is a third of
-        # the size of matplotlib's RGBA one, and looks the same (the published
-        # reports keep theirs in git).
-        from PIL import Image
-
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png")
-        buffer.seek(0)
-        with Image.open(buffer) as image:
-            image.convert("RGB").quantize(256).save(temporary, format="PNG", optimize=True)
-
-    run_folders.write_through_temporary(path, write)
 
 
 def _colors(count):
@@ -58,7 +29,7 @@ def plot_loss_curves(configs, edges, curves, path, title=None):
         path: the PNG to write.
         title: plot title.
     """
-    figure = _figure(8, 4.8)
+    figure = new_figure(8, 4.8)
     axes = figure.subplots()
     centres = (np.asarray(edges[:-1]) + np.asarray(edges[1:])) / 2
     positive = True
@@ -81,7 +52,7 @@ def plot_loss_curves(configs, edges, curves, path, title=None):
     axes.set_title(title or "Loss curves per configuration", fontsize=10)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
-    _save(figure, path)
+    save_png(figure, path, palette=True)
 
 
 def plot_final_metric(configs, values, metric, path, title=None, seed=0):
@@ -95,7 +66,7 @@ def plot_final_metric(configs, values, metric, path, title=None, seed=0):
         title: plot title.
         seed: seed of the horizontal jitter.
     """
-    figure = _figure(max(5.0, 0.8 * len(configs) + 2.5), 5.2)
+    figure = new_figure(max(5.0, 0.8 * len(configs) + 2.5), 5.2)
     axes = figure.subplots()
     data = [np.asarray(values.get(c["id"], []), dtype=float) for c in configs]
     positions = np.arange(1, len(configs) + 1)
@@ -114,7 +85,7 @@ def plot_final_metric(configs, values, metric, path, title=None, seed=0):
     axes.set_xlabel("configuration (see report.md)")
     axes.set_title(title or "Final metric per configuration (one point per seed)", fontsize=10)
     axes.grid(alpha=0.3, axis="y")
-    _save(figure, path)
+    save_png(figure, path, palette=True)
 
 
 def plot_divergence(divergence, path, title=None):
@@ -126,7 +97,7 @@ def plot_divergence(divergence, path, title=None):
         path: the PNG to write.
         title: plot title.
     """
-    figure = _figure(8, 4.8)
+    figure = new_figure(8, 4.8)
     axes = figure.subplots()
     items = ([(f"{d['a']} vs {d['b']}", "-", d) for d in divergence.get("between", [])]
              + [(f"{d['configuration']} nudged", "--", d) for d in divergence.get("baseline", [])]
@@ -145,7 +116,7 @@ def plot_divergence(divergence, path, title=None):
     axes.grid(alpha=0.3)
     if items:
         axes.legend(fontsize=8)
-    _save(figure, path)
+    save_png(figure, path, palette=True)
 
 
 def plot_log_ratios(panels, margin, path, title=None, seed=0):
@@ -162,7 +133,7 @@ def plot_log_ratios(panels, margin, path, title=None, seed=0):
         seed: seed of the horizontal jitter.
     """
     width = max(6.0, 0.9 * max((len(p["columns"]) for p in panels), default=1) + 3.0)
-    figure = _figure(width, 4.2 * max(1, len(panels)))
+    figure = new_figure(width, 4.2 * max(1, len(panels)))
     rng = np.random.default_rng(seed)
     for number, panel in enumerate(panels, 1):
         axes = figure.add_subplot(len(panels), 1, number)
@@ -190,7 +161,7 @@ def plot_log_ratios(panels, margin, path, title=None, seed=0):
         # Above the axes: inside, it would cover the seeds of some column.
         axes.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False)
     figure.suptitle(title or "Per-seed log-ratios (one point per seed; x: a noise floor)", fontsize=10)
-    _save(figure, path)
+    save_png(figure, path, palette=True)
 
 
 def draw_all(context, folder, prefix=""):
