@@ -9,6 +9,7 @@ them in every file the runs wrote.
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -181,6 +182,27 @@ def test_every_serializable_is_registered_whoever_imports_keras(first):
     for name in ("PredNet", "PredNetCell", "keras2_hard_sigmoid", "WeightedError", "ChainerPredNet"):
         assert f"prednet_keras>{name}" in registered
     assert len(registered) == 14
+
+
+@pytest.mark.slow
+def test_readme_api_examples_print_nothing_but_their_own_output(tmp_path):
+    # Issue 39: the README's API example, run as written, showed TensorFlow's start-up lines (imported
+    # through keras before prednet_keras could quiet them). Each example imports prednet_keras first, and
+    # that order gives a silent start on the default backend.
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    assert blocks
+    for block in blocks:
+        imports = [line.split("#")[0] for line in block.splitlines() if re.match(r"(import|from) ", line)]
+        first_keras = next((i for i, line in enumerate(imports) if re.search(r"(?<![\w.])keras\b", line)), None)
+        first_ours = next((i for i, line in enumerate(imports) if "prednet_keras" in line), None)
+        if first_keras is not None:
+            assert first_ours is not None and first_ours < first_keras, block
+    probe = "import prednet_keras\nimport keras, numpy as np\nprint(keras.layers.Dense(1)(np.zeros((1, 2))).shape)\n"
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=user_environment(),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "(1, 1)", result.stdout + result.stderr
+    assert result.stderr == "", result.stderr
 
 
 # Printed by a probe at the moment a command hands over to its children: the frameworks imported so far.
