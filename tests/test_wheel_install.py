@@ -50,6 +50,13 @@ def readme_quickstart():
     return [c for c in commands if Path(c[0]).name.startswith("prednet-")]
 
 
+def readme_quickstart_files():
+    """{folder: the files the README's quickstart says it holds}, from "`FOLDER` holds `a`, `b` ... ;"."""
+    text = " ".join((ROOT / "README.md").read_text().split())
+    return {folder.rstrip("/"): set(re.findall(r"`([^`]+)`", re.sub(r"\([^)]*\)", "", listed))) - {"--resume"}
+            for folder, listed in re.findall(r"`(runs/quickstart/(?:eval/)?)` holds (.*?)[;.] ", text)}
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """(venv bin folder, wheel path, a working folder outside the checkout)."""
@@ -98,8 +105,12 @@ def test_readme_quickstart_runs_from_the_wheel(installed):
     for command in readme_quickstart():
         command = [str(bin_dir / Path(command[0]).name)] + command[1:]
         outputs.append(sh(command, cwd=work, env=env, timeout=900))
-    assert (work / "runs" / "quickstart" / "model.keras").is_file()
-    assert (work / "runs" / "quickstart" / "eval" / "prediction_scores.json").is_file()
+    # The README lists what each folder holds; the lists are complete (hidden lock files aside).
+    described = readme_quickstart_files()
+    for folder, listed in described.items():
+        found = {p.name + ("/" if p.is_dir() else "") for p in (work / folder).iterdir()
+                 if not p.name.startswith(".") and f"{folder}/{p.name}" not in described}
+        assert found == listed, (folder, found, listed)
     assert re.search(r"quickstart: MSE [\d.]+ vs previous frame [\d.]+: [\d.]+x the previous frame's error: (worse|better) "
                      r"than copying the last frame", outputs[-2].stdout), outputs[-2].stdout
     # The shipped model, by name: results beside the user, not inside the installed package.
