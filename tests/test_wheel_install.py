@@ -91,6 +91,9 @@ def test_wheel_carries_data_and_model_and_stays_small(installed):
     for name in ("model.keras", "manifest.json", "history.csv"):
         assert f"prednet_keras/pretrained/prednet-embedded/{name}" in names
     assert "prednet_keras/study/specs/quick.toml" in names
+    # The README's "your own model" commands name the shipped example and its study (issue 39: they named
+    # docs/examples/, which no wheel holds).
+    assert {"prednet_keras/examples/mnist_cnn.py", "prednet_keras/study/specs/mnist-cnn.toml"} <= names
     # The licence the metadata declares, with its text (a wheel that said MIT and shipped none was reported).
     (licence,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
     assert "MIT License" in zipfile.ZipFile(wheel).read(licence).decode()
@@ -118,6 +121,20 @@ def test_readme_quickstart_runs_from_the_wheel(installed):
     assert re.search(r"prednet-embedded: MSE 0\.00079\d* vs previous frame 0\.00083\d*: 0\.954x .*better than copying",
                      shipped.stdout), shipped.stdout
     assert (work / "prednet-embedded-eval" / "prediction_scores.json").is_file()
+
+
+def test_readme_own_model_commands_work_from_the_wheel(installed):
+    bin_dir, _, work = installed
+    env = user_env(bin_dir)
+    readme = (ROOT / "README.md").read_text()
+    train = next(line.strip() for line in readme.splitlines() if line.strip().startswith("prednet-train --model prednet_keras.examples"))
+    study = next(line.split("#")[0].strip() for line in readme.splitlines()
+                 if line.strip().startswith("prednet-study run mnist-cnn"))
+    planned = sh([str(bin_dir / "prednet-study"), *shlex.split(study)[1:], "--dry-run"], cwd=work, env=env)
+    assert "model prednet_keras.examples.mnist_cnn:small_cnn" in planned.stdout and "24 runs" in planned.stdout
+    trained = sh([str(bin_dir / "prednet-train"), *shlex.split(train)[1:3], "--backend", "tensorflow", "--epochs", "1",
+                  "-o", "mnist-cnn", "--quiet"], cwd=work, env=env, timeout=600)
+    assert (work / "mnist-cnn" / "manifest.json").is_file(), trained.stdout + trained.stderr
 
 
 def test_public_api_from_the_installed_package(installed):

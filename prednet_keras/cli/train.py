@@ -61,7 +61,7 @@ Examples:
   prednet-train --model prednet-chainer           # the study's Chainer PredNet, paper protocol
   prednet-train --model prednet-chainer --tbptt clean --emulate-cpu-aliasing
   prednet-train --model autoencoder --autoencoder dense --protocol quick
-  prednet-train --model docs/examples/mnist_cnn.py:small_cnn --epochs 1   # your own Keras model
+  prednet-train --model prednet_keras.examples.mnist_cnn:small_cnn --epochs 1   # your own Keras model
 """,
 )
 @click.option("--model", type=ModelKindName(), default="prednet", show_default=True, help="Network to train: Lotter's PredNet, the study's Chainer-lineage PredNet, the study's MNIST autoencoder, or your own Keras model: a function (MODULE:FUNCTION or FILE.py:FUNCTION) returning prednet_keras.model_kinds.UserModel(model, train_data, loss, ...); --epochs, --batch-size, --seed and --init-weights apply to it.")

@@ -20,13 +20,10 @@ from prednet_keras.study import spec_rules
 from prednet_keras.study.spec import SpecError, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "docs" / "examples" / "mnist_cnn.py"
 
-# A model file outside the package: the documented example, made tiny.
-TINY_MODEL = f"""
-import sys
-sys.path.insert(0, {str(EXAMPLE.parent)!r})
-from mnist_cnn import small_cnn
+# A model file outside the package: the documented example (shipped as prednet_keras.examples.mnist_cnn), made tiny.
+TINY_MODEL = """
+from prednet_keras.examples.mnist_cnn import small_cnn
 
 
 def tiny():
