@@ -34,6 +34,7 @@ from prednet_keras.early_stopping import ResumableEarlyStopping
 from prednet_keras.run_session import RunSession, mark_stopped, now
 from prednet_keras.runs import plural
 from prednet_keras.layers.lotter import check_frame_size
+from prednet_keras.memory_estimate import memory_problem
 from prednet_keras.models import build_training_model
 from prednet_keras.records import Manifest
 from prednet_keras.recipe import (
@@ -119,6 +120,20 @@ def build_model(config, frame_shape, jit_compile):
 
 def _layer_loss_spec(value):
     return value if isinstance(value, str) else list(value)
+
+
+def _check_fits(config, frame_shape, sequences, device):
+    """Refuses, before the model is built, a batch larger than the training data or one that cannot fit in
+    this machine's memory (a CPU run; on a GPU the framework reports its own out-of-memory error)."""
+    if config.batch_size > sequences:
+        raise ValueError(f"--batch-size {config.batch_size} is larger than the training data: "
+                         f"{config.data or 'the embedded video'} holds {sequences} sequences of {config.nt} frames. "
+                         "Use a smaller --batch-size or --nt, or more data.")
+    check_frame_size(frame_shape[0], frame_shape[1], config.nb_layers)
+    if device.startswith("cpu"):
+        problem = memory_problem(frame_shape, config.prednet_kwargs(frame_shape[2]), config.nt, config.batch_size)
+        if problem:
+            raise ValueError(problem)
 
 
 def _check_best_model(folder, state):
@@ -213,6 +228,7 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     uneven = batch_problem(config.batch_size, validation.N_sequences if validation is not None else 0, devices)
     if uneven:
         raise ValueError(uneven)
+    _check_fits(config, train_data.frame_shape, len(sequences), str(recorded.requested.device))
     jit = jit_compile_for(requested, runtime_record.get("effective") or {})
     keras.utils.set_random_seed(config.seed)
     model, prednet_kwargs = build_model(config, train_data.frame_shape, jit)

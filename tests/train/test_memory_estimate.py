@@ -1,0 +1,36 @@
+"""Issue 39: an absurd frame size or batch used to run until the kernel killed the process; a batch larger than
+the data was not refused. Both are now refused before the model is built, with the numbers."""
+
+import pytest
+
+from prednet_keras.memory_estimate import kept_activation_bytes, memory_problem
+from prednet_keras.recipe import TrainConfig
+from prednet_keras.train import _check_fits
+
+KWARGS = {"stack_sizes": (3, 4, 8), "R_stack_sizes": (3, 4, 8)}
+
+
+def test_the_lower_bound_counts_each_layers_tensors_at_its_resolution():
+    # Layer 0 (32x32, a=3, r=3, R1=4): LSTM input 2*3+3+4, gates 12, cell and R 6, A/Ahat/E 12 -> 43 values.
+    # Layer 1 (16x16, a=4, r=4, R2=8): 20+16+8+16 = 60. Layer 2 (8x8, a=8, r=8): 24+32+16+32 = 104.
+    per_frame = 32 * 32 * 43 + 16 * 16 * 60 + 8 * 8 * 104
+    assert kept_activation_bytes((32, 32, 3), (3, 4, 8), (3, 4, 8), nt=5, batch_size=2) == per_frame * 5 * 2 * 4
+
+
+def test_a_step_beyond_the_machine_is_refused_with_the_numbers():
+    needed = kept_activation_bytes((32, 32, 3), (3, 4, 8), (3, 4, 8), nt=10, batch_size=4)
+    assert memory_problem((32, 32, 3), KWARGS, 10, 4, available=needed) is None
+    problem = memory_problem((32, 32, 3), KWARGS, 10, 4, available=needed - 1)
+    assert problem.startswith("Training 32x32 frames, 10 per sequence, 4 sequences per batch keeps at least ")
+    assert "Use a smaller --size, --batch-size or --nt." in problem
+
+
+def test_a_batch_larger_than_the_data_and_an_absurd_size_are_refused_before_the_model_is_built():
+    config = TrainConfig(stack_sizes=(3, 4, 8), nt=10, batch_size=200).resolved()
+    with pytest.raises(ValueError, match=r"--batch-size 200 is larger than the training data: the embedded video "
+                                         r"holds 156 sequences of 10 frames"):
+        _check_fits(config, (32, 32, 3), 156, "cpu")
+    huge = TrainConfig(stack_sizes=(3, 4, 8), nt=10, batch_size=4).resolved()
+    with pytest.raises(ValueError, match=r"Training 65536x65536 frames.* GiB of activations"):
+        _check_fits(huge, (65536, 65536, 3), 156, "cpu")
+    _check_fits(huge, (65536, 65536, 3), 156, "gpu")  # a GPU's own out-of-memory error says it there
