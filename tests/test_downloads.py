@@ -1,6 +1,8 @@
-"""downloads.fetch's resumption rules, and the progress it shows on any output."""
+"""downloads.fetch's resumption rules, the progress it shows on any output, and what importing it costs."""
 
 import io
+import subprocess
+import sys
 
 import pytest
 
@@ -82,3 +84,18 @@ def test_progress_lines_on_an_output_that_is_no_terminal():
         shown.update(10)
     assert silent.getvalue() == ""
 
+
+def test_importing_the_downloading_modules_or_asking_for_help_imports_no_framework():
+    probe = ("import sys\n"
+             "import prednet_keras.downloads, prednet_keras.data.kitti, prednet_keras.data.kitti_raw\n"
+             "import prednet_keras.pretrained.released\n"
+             "from prednet_keras.cli.data import main\n"
+             "try:\n"
+             "    main(['kitti', '--help'])\n"
+             "except SystemExit:\n"
+             "    pass\n"
+             "print('LOADED', sorted(m for m in ('keras', 'tensorflow', 'jax', 'torch', 'pooch', 'requests')"
+             " if m in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "Usage: " in result.stdout and "LOADED []" in result.stdout, result.stdout[-300:]

@@ -17,6 +17,7 @@ Examples:
   prednet-eval weights/                          # every run in weights/, plus a comparison
   prednet-eval model.keras --data X_test.hkl -o results/
   prednet-eval weights/kitti --data kitti        # KITTI's test split (prednet-data kitti)
+  prednet-eval prednet-kitti --data kitti        # the authors' released model, fetched once
   prednet-eval weights/small --extrap-start 10 --nt 15
   prednet-eval weights/small --precision mixed_bfloat16 -o eval-bf16/
 """,
@@ -33,7 +34,11 @@ Examples:
 @precision_option()
 @fail_on_user_errors
 def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, xla, precision):
-    """Score MODELS (.keras files, run folders, or folders of run folders) on test video.
+    """Score MODELS (.keras files, run folders, folders of run folders, or a model's name) on test video.
+
+    A name is a shipped model (prednet-embedded) or one the authors released
+    (prednet-kitti, prednet-kitti-extrapolation: fetched and converted on first
+    use, then read from Keras' cache folder).
 
     Writes prediction_scores.json and .txt (the authors' "Model MSE" and
     "Previous Frame MSE", first step excluded, plus SSIM, PSNR and every metric
