@@ -55,7 +55,9 @@ def cache_dir(kind, name):
         name: the folder for it ("prednet-kitti").
     """
     base = Path(os.path.expanduser(os.environ.get("KERAS_HOME") or os.path.join("~", ".keras")))
-    probe = base if base.exists() else base.parent
+    probe = base  # the folder, or the nearest one above it that exists (where it would be created)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
     if not os.access(probe, os.W_OK):
         base = Path("/tmp") / ".keras"
     return base / kind / name

@@ -16,6 +16,7 @@ refused and removed. Every later use checks the files against the checksums reco
 No framework at import.
 """
 
+import os
 import shutil
 import zipfile
 from pathlib import Path
@@ -100,8 +101,9 @@ def kitti_file(split, raw=False):
 
 def resolve_data(value, split):
     """A --data value with KITTI's names resolved: "kitti" (the authors' files; else the raw drives prepared
-    here, when only those are there) or "kitti-raw" -> the file of `split`, checked; other values unchanged."""
-    if value not in DATA_NAMES:
+    here, when only those are there) or "kitti-raw" -> the file of `split`, checked; other values unchanged,
+    and so is a name that is also a file or folder in the working folder (the user's own ./kitti)."""
+    if value not in DATA_NAMES or os.path.exists(value):
         return value
     raw = value == "kitti-raw"
     if not raw and not kitti_status()[1][_split_file(split, False)] and all(kitti_status(raw=True)[1].values()):
@@ -126,7 +128,7 @@ def name_of(path):
 def training_data(data, val_data):
     """(training data, validation data) of prednet-train with KITTI's names resolved: --data kitti trains on
     the train split and, unless --val-data says otherwise, validates on the val split (as kitti_train.py)."""
-    if data in DATA_NAMES and val_data is None:
+    if data in DATA_NAMES and val_data is None and not os.path.exists(data):
         val_data = data
     return resolve_data(data, "train"), resolve_data(val_data, "val")
 

@@ -65,7 +65,7 @@ def whole_or_nothing(folder):
     return names
 
 
-def test_fetch_unpacks_checks_records_and_is_found_by_name(authors):
+def test_fetch_unpacks_checks_records_and_is_found_by_name(authors, tmp_path, monkeypatch):
     result = run()
     assert result.exit_code == 0, result.output
     folder = authors.folder
@@ -78,6 +78,10 @@ def test_fetch_unpacks_checks_records_and_is_found_by_name(authors):
     assert kitti.resolve_data("kitti", "test") == str(folder / "X_test.hkl")
     assert kitti.training_data("kitti", None) == (str(folder / "X_train.hkl"), str(folder / "X_val.hkl"))
     assert kitti.resolve_data("some/file.h5", "train") == "some/file.h5"
+    # A folder of one's own called kitti is that folder.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kitti").mkdir()
+    assert kitti.training_data("kitti", None) == ("kitti", None)
     # Once there, it is checked and used without the network.
     requests = len(authors.server.requests)
     again = run()
