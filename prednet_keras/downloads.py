@@ -240,6 +240,13 @@ class ResumableDownloader:
             self.say(f"({self.label}: the server sends the file from its start; the {format_bytes(have)} "
                      "received before are dropped)")
             have = 0
+        if have and response.status_code == 206 and known.get("bytes") not in (None, self._total(response, have)):
+            # Another size than the part was begun with: the file changed, on a server without ETags.
+            response.close()
+            self.say(f"({self.label}: the file changed on the server; the {format_bytes(have)} received before "
+                     "are dropped)")
+            have, known = 0, {}
+            response = self._request(requests, url, 0, {})
         with response:
             if response.status_code != (206 if have else 200):
                 raise DownloadError(f"{url}: the server answered {response.status_code} {response.reason}; "

@@ -99,3 +99,17 @@ def test_importing_the_downloading_modules_or_asking_for_help_imports_no_framewo
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "Usage: " in result.stdout and "LOADED []" in result.stdout, result.stdout[-300:]
+
+
+def test_a_file_of_another_size_on_a_server_without_etags_starts_over(server, tmp_path):
+    target = tmp_path / "file.bin"
+    server.faults["file.bin"] = ("drop_after", 30000)
+    with pytest.raises(DownloadError):
+        quiet_fetch(server, target)
+    # What the server said of the file then, as a server without ETag or Last-Modified leaves it.
+    about = tmp_path / "file.bin.part.json"
+    about.write_text(about.read_text().replace('"etag": "', '"etag_was": "'))
+    server.files["file.bin"] = DATA + b"more"
+    quiet_fetch(server, target)
+    assert target.read_bytes() == DATA + b"more"
+    assert server.ranges("file.bin")[-2:] == ["bytes=30000-", None]
