@@ -12,31 +12,15 @@ Both loops use it: Lotter's recipe (`train.run_training`, through the Keras call
 - `is_terminal`: whether a bar redrawn with carriage returns belongs on a stream.
 
 Lines are flushed as they are printed: progress must reach a file or a pipe while it happens.
+`is_terminal` and `duration_text` live in `progress` (downloads print with them too).
 No framework at import.
 """
 
 import time
 
+from prednet_keras.progress import duration_text, is_terminal
+
 __all__ = ["FirstStep", "UpdateProgress", "duration_text", "is_terminal"]
-
-
-def is_terminal(stream):
-    """Whether `stream` is an interactive terminal (a closed or odd stream is not)."""
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def duration_text(seconds):
-    """Seconds as a person reads them: 42.0 s, 3 min 05 s, 1 h 02 min."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, seconds = divmod(int(round(seconds)), 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 class FirstStep:

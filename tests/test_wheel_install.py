@@ -158,3 +158,41 @@ def test_public_api_from_the_installed_package(installed):
     assert "model 831971 831971 tensorflow" in result.stdout
     where = result.stdout.split("where ", 1)[1].strip()
     assert "site-packages" in where and not where.startswith(str(ROOT))
+
+
+def test_kitti_and_the_authors_model_from_the_wheel(installed, tmp_path):
+    """The issue's "done when": from the wheel, with a server on 127.0.0.1 standing in for the authors' hosts,
+    prednet-data kitti, then prednet-train --data kitti, then prednet-eval --data kitti, and
+    pretrained.load("prednet-kitti") returning the converted model."""
+    import numpy as np
+
+    from tests.kitti_files import FILT, R_STACK, STACK, kitti_zip, model_zip
+    from tests.layers.numpy_prednet import random_weights
+    from tests.loopback_server import LoopbackServer
+
+    bin_dir, _, work = installed
+    work = work / "kitti"
+    work.mkdir()
+    (tmp_path / "made").mkdir()
+    data, _ = kitti_zip(tmp_path / "made")
+    weights = random_weights(STACK, R_STACK, FILT, np.random.default_rng(0))
+    with LoopbackServer() as server:
+        server.files["kitti_data.zip"] = data
+        server.files["prednet_kitti_model.zip"] = model_zip(tmp_path / "made", weights)
+        env = {k: v for k, v in user_env(bin_dir).items() if "proxy" not in k.lower()}
+        env.update(KERAS_HOME=str(tmp_path / "keras"), PREDNET_MIRROR_URL=server.url)
+        fetched = sh([str(bin_dir / "prednet-data"), "kitti"], cwd=work, env=env)
+        assert "KITTI (the authors' preprocessed files) fetched into" in fetched.stdout
+        trained = sh([str(bin_dir / "prednet-train"), "--data", "kitti", "--size", "32x32", "--stack-sizes", "3,4",
+                      "--nt", "4", "--batch-size", "2", "--steps-per-epoch", "2", "--epochs", "1",
+                      "--val-sequences", "2", "--quiet", "-o", "runs/kitti"], cwd=work, env=env, timeout=600)
+        assert trained.stdout.rstrip().splitlines()[-1] == (
+            "Evaluate it on KITTI's test split: prednet-eval runs/kitti --data kitti")
+        scored = sh([str(bin_dir / "prednet-eval"), "runs/kitti", "--data", "kitti"], cwd=work, env=env)
+        assert "kitti: MSE " in scored.stdout and (work / "runs" / "kitti" / "eval-kitti").is_dir()
+        probe = ("import prednet_keras\n"
+                 "model = prednet_keras.pretrained.load('prednet-kitti')\n"
+                 "print('input', tuple(model.inputs[0].shape[1:]), model.layers[-1].output_mode)\n")
+        loaded = sh([str(bin_dir / "python"), "-c", probe], cwd=work, env=env, timeout=300)
+        assert "input (10, 8, 8, 3) prediction" in loaded.stdout
+        assert "Traceback" not in fetched.stderr + trained.stderr + scored.stderr + loaded.stderr

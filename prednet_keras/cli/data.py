@@ -43,7 +43,7 @@ def _offset(ctx, param, value):
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main():
-    """Data for PredNet: convert footage into dataset files, describe them."""
+    """Data for PredNet: convert footage into dataset files, describe them, fetch KITTI."""
 
 
 @main.command("prepare")
@@ -202,6 +202,61 @@ def mnist_command(path):
     mean = (counts * values).sum() / counts.sum()
     std = np.sqrt((counts * (values - mean) ** 2).sum() / counts.sum())
     click.echo(f"train pixel mean {mean:.4f} std {std:.4f}")
+
+
+@main.command("kitti")
+@click.option("--raw", "raw", type=click.Path(file_okay=False),
+              help="Prepare the raw KITTI drives in this folder as process_kitti.py did (camera image_03, "
+              "128x160, its split) instead of fetching the authors' preprocessed files.")
+@click.option("--refetch", is_flag=True,
+              help="Fetch the authors' archive again and replace its files, even ones that differ from their "
+              "recorded checksums.")
+@click.option("--overwrite", is_flag=True, help="With --raw: replace dataset files prepared before.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Seconds to wait for the server [default: PREDNET_DOWNLOAD_TIMEOUT, or 30].")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar or lines.")
+@fail_on_user_errors
+def kitti_command(raw, refetch, overwrite, timeout, quiet):
+    """Fetch KITTI into Keras' cache folder ($KERAS_HOME/datasets, default ~/.keras/datasets).
+
+    \b
+    prednet-data kitti
+        The authors' preprocessed files (their download_data.sh, about 3 GB):
+        X_train.hkl, X_val.hkl, X_test.hkl and sources_*.hkl, 128x160 frames.
+        A broken download continues where it stopped when run again; the
+        files' checksums are recorded on arrival and checked at every use.
+    prednet-data kitti --raw FOLDER
+        The raw KITTI drives you downloaded, prepared as process_kitti.py
+        did, into kitti_train.h5, kitti_val.h5 and kitti_test.h5.
+
+    Then: prednet-train --data kitti, and prednet-eval RUN --data kitti.
+    PREDNET_MIRROR_URL fetches the authors' files from a mirror that serves
+    them by name.
+    """
+    from prednet_keras.data import kitti
+
+    if raw is None and overwrite:
+        raise click.UsageError("--overwrite applies to --raw (fetched files are replaced with --refetch).")
+    if raw is not None and refetch:
+        raise click.UsageError("--refetch applies to the authors' files, not to --raw (use --overwrite).")
+    if raw is not None:
+        from prednet_keras.data.kitti_raw import prepare_raw_kitti
+
+        done = prepare_raw_kitti(raw, overwrite=overwrite, progress=not quiet, say=_say)
+        click.echo(f"KITTI prepared from the raw drives in {done['folder']}: {kitti.describe_splits(done['splits'])}; "
+                   f"checksums in {done['record']}.")
+    else:
+        done = kitti.fetch_kitti(refetch=refetch, timeout=timeout, progress=not quiet, say=_say)
+        state = "fetched into" if done["fetched"] else "already in (its files match their checksums)"
+        click.echo(f"KITTI (the authors' preprocessed files) {state} {done['folder']}: "
+                   f"{kitti.describe_splits(done['splits'])}.")
+    name = "kitti-raw" if raw is not None else "kitti"
+    click.echo(f"Use it: prednet-train --data {name} (validated on its val split), then prednet-eval RUN "
+               f"--data {name}.")
+
+
+def _say(line):
+    click.echo(line, err=True)
 
 
 main.help = (main.help or "") + "\n\nSupported sources: " + supported_formats() + "."

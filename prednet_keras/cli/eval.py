@@ -16,12 +16,14 @@ Examples:
   prednet-eval weights/small                     # one run folder
   prednet-eval weights/                          # every run in weights/, plus a comparison
   prednet-eval model.keras --data X_test.hkl -o results/
+  prednet-eval weights/kitti --data kitti        # KITTI's test split (prednet-data kitti)
+  prednet-eval prednet-kitti --data kitti        # the authors' released model, fetched once
   prednet-eval weights/small --extrap-start 10 --nt 15
   prednet-eval weights/small --precision mixed_bfloat16 -o eval-bf16/
 """,
 )
 @click.argument("models", nargs=-1, required=True, type=click.Path())
-@click.option("--data", type=click.Path(), help="Test frames (any source prednet-train takes) [default: the embedded test video].")
+@click.option("--data", type=click.Path(), help="Test frames (any source prednet-train takes), or kitti for the test split of the KITTI that prednet-data kitti fetched [default: the embedded test video].")
 @click.option("--nt", type=click.IntRange(min=2), help="Frames per test sequence [default: each model's training nt].")
 @click.option("--extrap-start", type=click.IntRange(min=1), help="Feed predictions back from this step on (multi-step prediction); needs nt > T.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True, help="Sequences per forward pass.")
@@ -32,7 +34,11 @@ Examples:
 @precision_option()
 @fail_on_user_errors
 def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, xla, precision):
-    """Score MODELS (.keras files, run folders, or folders of run folders) on test video.
+    """Score MODELS (.keras files, run folders, folders of run folders, or a model's name) on test video.
+
+    A name is a shipped model (prednet-embedded) or one the authors released
+    (prednet-kitti, prednet-kitti-extrapolation: fetched and converted on first
+    use, then read from Keras' cache folder).
 
     Writes prediction_scores.json and .txt (the authors' "Model MSE" and
     "Previous Frame MSE", first step excluded, plus SSIM, PSNR and every metric
@@ -62,6 +68,10 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
         problem = runtime.precision_problem(precision)
         if problem is not None:
             raise click.ClickException(f"--precision {precision} is not available here: {problem}.")
+    from prednet_keras.data.kitti import resolve_data
+
+    # --data kitti: the cached KITTI's test split, checked against its checksums before any model loads.
+    data_path = resolve_data(data, "test")
     refs = model_refs.resolve_models(models)
     model_refs.check_evaluable(refs)
     suffix = _suffix(data, nt, extrap_start)
@@ -88,7 +98,7 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
             # A --model autoencoder run: reconstruction MSE on MNIST's test set, and a grid.
             if extrap_start is not None or nt or precision != "float32":
                 raise click.UsageError(f"{ref.name} is an autoencoder: --nt, --extrap-start and --precision do not apply.")
-            ae_scores = prediction.evaluate_autoencoder(model, data, target, plots=plots)
+            ae_scores = prediction.evaluate_autoencoder(model, data_path, target, plots=plots)
             click.echo(
                 f"{ref.name}: autoencoder test MSE {ae_scores['test_mse']:.6f} vs mean image "
                 f"{ae_scores['mean_image_test_mse']:.6f} on {ae_scores['test_images']} images -> {target}"
@@ -104,7 +114,7 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
         size = tuple(frame_shape[:2]) if None not in frame_shape[:2] else None
         key = (use_nt, size)
         if key not in cache:
-            cache[key] = prediction.load_sequences(data, use_nt, size)
+            cache[key] = prediction.load_sequences(data_path, use_nt, size)
         X, data_info = cache[key]
         Xhat = prediction.predict(model, X, nt=use_nt, extrap_start=extrap_start, batch_size=batch_size, jit_compile=xla,
                                 precision=precision)

@@ -56,6 +56,7 @@ class LayerLoss(click.ParamType):
 Examples:
   prednet-train                                   # KITTI recipe on the embedded video, CPU
   prednet-train --epochs 20 --size 64x80 -o weights/small
+  prednet-train --device gpu --data kitti -o weights/kitti   # after prednet-data kitti
   prednet-train --device gpu --epochs 250 --data X_train.hkl --val-data X_val.hkl
   prednet-train --resume -o weights/small         # continue after an interruption
   prednet-train --model prednet-chainer           # the study's Chainer PredNet, paper protocol
@@ -75,9 +76,9 @@ Examples:
 @click.option("--stack-sizes", type=IntList(), help="Channels per layer; the first is the image channels [default: 3,48,96,192 (KITTI)].")
 @click.option("--r-stack-sizes", type=IntList(), help="Channels of the recurrent units per layer [default: = --stack-sizes].")
 @click.option("--filter-size", type=click.IntRange(min=1), default=3, show_default=True, help="Kernel size of every convolution.")
-@click.option("--data", type=click.Path(), help="Training frames: a dataset file, frames folder, list file, video, .hkl/.npz/.h5 [default: the embedded real video, train split]; for --model autoencoder an MNIST .npz or IDX folder [default: the embedded MNIST].")
+@click.option("--data", type=click.Path(), help="Training frames: kitti (the train split of the KITTI that prednet-data kitti fetched, validated on its val split), a dataset file, frames folder, list file, video, .hkl/.npz/.h5 [default: the embedded real video, train split]; for --model autoencoder an MNIST .npz or IDX folder [default: the embedded MNIST].")
 @click.option("--heldout-data", type=click.Path(), help="prednet-chainer only: frames no update trains on, scored after training (next-frame MSE per sequence, in the manifest's result.heldout; the predictions in heldout_predictions.npz): a dataset file, or 'embedded' for the three embedded video splits (with --data another set) [default: none].")
-@click.option("--val-data", type=click.Path(), help="Validation frames [default: embedded val split; with --data, its last --val-fraction of frames].")
+@click.option("--val-data", type=click.Path(), help="Validation frames [default: embedded val split; with --data kitti, KITTI's val split; with other --data, its last --val-fraction of frames].")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1, show_default=True, help="Share of --data held out for validation when --val-data is not given.")
 @click.option("--size", type=FrameSize(), help="Resize frames to HxW (each divisible by 2^(layers-1)) [default: the data's size; 120x160 for prednet-chainer].")
 @click.option("--epochs", type=click.IntRange(min=1), default=150, show_default=True, help="Training epochs.")
@@ -147,17 +148,46 @@ def _train_new(options):
     from prednet_keras import model_kinds
     from prednet_keras.run_start import start_new_run
 
-    study = not model_kinds.get(options["model"]).checkpoints
+    kind = model_kinds.get(options["model"])
+    study = not kind.checkpoints
     config = _study_config(options) if study else _checked_train_config(options)
     runtime_config = _runtime_config(options, None if study else config)
     schedule = None
     if not study:
+        from prednet_keras.data.kitti import EMBEDDED_CLIP_NOTE
         from prednet_keras.recipe import lr_drop_rule
 
         schedule = {"lr_drop_epoch_rule": lr_drop_rule(options["lr_drop_epoch"], config.epochs)}
-    return start_new_run(options["output"] or _default_output(options["model"]), config, runtime_config,
-                         ["prednet-train"] + sys.argv[1:], overwrite=options["overwrite"], quiet=options["quiet"],
-                         schedule=schedule, say=_say)
+        if config.data is None:
+            for line in EMBEDDED_CLIP_NOTE:
+                _say(line)
+    output = options["output"] or _default_output(options["model"])
+    code = start_new_run(output, config, runtime_config, ["prednet-train"] + sys.argv[1:],
+                         overwrite=options["overwrite"], quiet=options["quiet"], schedule=schedule, say=_say)
+    if code == 0 and kind.evaluation is not None:
+        _say_how_to_evaluate(output, getattr(config, "data", None), kind.evaluation)
+    return code
+
+
+def _say_how_to_evaluate(output, data, evaluation):
+    """The last line of a training: the command that scores what it trained.
+
+    Args:
+        output: the run folder.
+        data: its training data (None: the embedded data).
+        evaluation: what prednet-eval scores of its kind ("prediction", "reconstruction").
+    """
+    import shlex
+
+    from prednet_keras.data.kitti import name_of
+
+    command = f"prednet-eval {shlex.quote(str(output))}"
+    name = name_of(data)
+    if name is not None:
+        click.echo(f"Evaluate it on KITTI's test split: {command} --data {name}")
+        return
+    default = "the embedded held-out clip" if evaluation == "prediction" else "the embedded MNIST test set"
+    click.echo(f"Evaluate it: {command}" + (f" (on {default}; --data names your own test data)" if data else ""))
 
 
 def _say(line):
@@ -237,6 +267,9 @@ def _study_config(options):
 
     ctx = click.get_current_context(silent=True)
     explicit = {name for name, _ in _explicit(ctx, options)} if ctx is not None else set()
+    from prednet_keras.data.kitti import resolve_data
+
+    options = dict(options, data=resolve_data(options["data"], "train"))
     config = model_kinds.get(options["model"]).config_from_options(options, explicit)
     try:
         config = config.resolved()
@@ -251,8 +284,11 @@ def _study_config(options):
 
 
 def _train_config(options):
+    from prednet_keras.data.kitti import training_data
     from prednet_keras.recipe import AUGMENTATIONS, TrainConfig
 
+    # --data kitti: the cached KITTI's train split, checked, and its val split unless --val-data is given.
+    data, val_data = training_data(options["data"], options["val_data"])
     return TrainConfig(
         model=options["model"],
         stack_sizes=options["stack_sizes"],
@@ -267,8 +303,8 @@ def _train_config(options):
         lr_drop_factor=options["lr_drop_factor"],
         layer_loss=options["layer_loss"],
         val_sequences=options["val_sequences"],
-        data=options["data"],
-        val_data=options["val_data"],
+        data=data,
+        val_data=val_data,
         val_fraction=options["val_fraction"],
         size=options["size"],
         seed=options["seed"],
@@ -329,8 +365,14 @@ def _resume(ctx, options):
 
     if not options["output"]:
         raise click.UsageError("--resume needs --output RUN_FOLDER (the run to continue).")
-    return resume_run(options["output"], lambda folder: _check_resume(ctx, options, folder), quiet=options["quiet"],
+    code = resume_run(options["output"], lambda folder: _check_resume(ctx, options, folder), quiet=options["quiet"],
                       say=_say)
+    if code == 0:
+        from prednet_keras.runs import RunFolder
+
+        recorded = RunFolder(options["output"]).read_record().options
+        _say_how_to_evaluate(options["output"], recorded.data if recorded is not None else None, "prediction")
+    return code
 
 
 def _check_resume(ctx, options, folder):

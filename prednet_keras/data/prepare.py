@@ -22,6 +22,7 @@ from prednet_keras.data.dataset import (
 )
 from prednet_keras.data.errors import DataError
 from prednet_keras.data.scenes import DEFAULT_RATIO, DEFAULT_THRESHOLD, DEFAULT_WINDOW, SceneTracker
+from prednet_keras.data.source_base import Source
 from prednet_keras.data.sources import open_source
 from prednet_keras.data.transform import FrameTransform
 
@@ -51,6 +52,8 @@ def _open_all(sources, root):
     for item in _as_paths(sources):
         if isinstance(item, FrameDataset):
             opened.append(ArraySource(item.path or Path("<memory>"), item.frames, item.sources))
+        elif isinstance(item, Source):
+            opened.append(item)  # a reader made by the caller (kitti_raw's drives)
         else:
             opened.append(open_source(item, root))
     return opened
@@ -289,7 +292,8 @@ def prepare(
     (see atomic.py).
 
     Args:
-        sources: one path or a list of paths (see load_frames).
+        sources: one path or a list of paths (see load_frames), or of opened data.source_base.Source
+            readers.
         output: the .h5 file to write.
         size: target (H, W) or "HxW" (KITTI: 128x160); None keeps sizes.
         mode: "resize_crop" or "crop" (see load_frames).

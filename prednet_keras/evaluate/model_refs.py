@@ -36,11 +36,15 @@ class ModelRef:
     def default_output(self, suffix="eval"):
         """Where this model's results go unless told otherwise: `<run>/<suffix>`,
         `<stem>-<suffix>` beside a loose .keras file, or `./<name>-<suffix>` for a
-        shipped model (its folder is a read-only record inside the package)."""
+        shipped model (its folder is a read-only record inside the package) and for
+        a released model (its file is in Keras' cache folder)."""
         from prednet_keras import pretrained
+        from prednet_keras.pretrained import released
 
         if self.run_folder is not None and pretrained.is_shipped(self.run_folder):
             return Path.cwd() / f"{self.run_folder.name}-{suffix}"
+        if self.run_folder is None and released.is_cached(self.path):
+            return Path.cwd() / f"{self.name}-{suffix}"
         if self.run_folder is not None:
             return self.run_folder / suffix
         return self.path.parent / f"{self.path.stem}-{suffix}"
@@ -51,7 +55,8 @@ def resolve_models(arguments):
 
     Args:
         arguments: paths, each a .keras file, a run folder, or a folder of run
-            folders; or the name of a shipped model (prednet_keras.pretrained).
+            folders; or the name of a shipped model (prednet_keras.pretrained) or of
+            one of the authors' released models (pretrained.released).
 
     Returns:
         A list of ModelRef, in argument order (runs of a folder sorted by name),
@@ -61,15 +66,21 @@ def resolve_models(arguments):
         EvalError: a path that is none of these, or a run without model.keras yet.
     """
     from prednet_keras import pretrained
+    from prednet_keras.pretrained import released
 
     found = []
     for argument in arguments:
         path = Path(argument)
+        if not path.exists() and argument in released.names():
+            # The authors' model, fetched and converted on first use, then from the cache.
+            found.append(ModelRef(released.model_path(argument), argument))
+            continue
         if not path.exists() and pretrained.ALIASES.get(argument, argument) in pretrained.names():
             path = pretrained.path(argument)
         if not path.exists():
             shipped = ", ".join(pretrained.names())
-            raise EvalError(f"{argument}: no such file or folder (nor a shipped model: {shipped}).")
+            raise EvalError(f"{argument}: no such file or folder (nor a shipped model: {shipped}; nor a released "
+                            f"one: {', '.join(released.names())}).")
         if path.is_file():
             if path.suffix != ".keras":
                 raise EvalError(f"{argument}: not a .keras model file, a run folder, or a folder of run folders.")

@@ -1,8 +1,11 @@
-"""Models that ship inside prednet-keras, each a complete run folder.
+"""Models that ship inside prednet-keras, each a complete run folder, and the authors' released models.
 
     names()                        the shipped models
     path(name)                     the run folder (model.keras, manifest.json, history.csv, loss.png)
-    load(name)                     the Keras model (keras.saving.load_model)
+    load(name)                     the Keras model (keras.saving.load_model), shipped or released
+    released_names()               the authors' released models (released.py): "prednet-kitti" and
+                                   "prednet-kitti-extrapolation", fetched and converted on first use,
+                                   then loaded from Keras' cache folder without a network
 
 "prednet-embedded": a 4-layer PredNet (832k parameters) trained on the embedded
 real video; on the held-out clip it beats copying the previous frame (MSE
@@ -16,7 +19,7 @@ and `prednet-eval NAME` writes its results elsewhere.
 import importlib.resources
 from pathlib import Path
 
-__all__ = ["ALIASES", "is_shipped", "load", "names", "path"]
+__all__ = ["ALIASES", "is_shipped", "load", "names", "path", "released_names"]
 
 _MODELS = ("prednet-embedded",)
 ALIASES = {"embedded": "prednet-embedded"}
@@ -27,10 +30,18 @@ def names():
     return _MODELS
 
 
+def released_names():
+    """The names of the authors' released models (fetched on first use; see released.py)."""
+    from prednet_keras.pretrained import released
+
+    return released.names()
+
+
 def _canonical(name):
     name = ALIASES.get(name, name)
     if name not in _MODELS:
-        raise ValueError(f"no shipped model named {name!r}; shipped: {', '.join(_MODELS)}")
+        raise ValueError(f"no shipped model named {name!r}; shipped: {', '.join(_MODELS)}; released by the "
+                         f"authors (fetched on first use): {', '.join(released_names())}")
     return name
 
 
@@ -53,13 +64,22 @@ def is_shipped(folder):
     return here == root or root in here.parents
 
 
-def load(name="prednet-embedded", compile=False):
-    """The shipped model `name`, loaded with keras.saving.load_model.
+def load(name="prednet-embedded", compile=False, **fetching):
+    """The shipped or released model `name`, loaded with keras.saving.load_model.
 
     Args:
-        name: a shipped model (see names()); "embedded" is short for "prednet-embedded".
+        name: a shipped model (see names(); "embedded" is short for "prednet-embedded"), or one of the
+            authors' released models (see released_names()), fetched and converted on first use.
         compile: also restore the training configuration (loss, optimizer).
+        fetching: for a released model's first use: timeout (seconds), progress (show the download), say
+            (prints a line); see released.model_path.
     """
+    from prednet_keras.pretrained import released
+
+    if name in released.names():
+        return released.load(name, compile=compile, **fetching)
+    if fetching:
+        raise TypeError(f"{', '.join(fetching)}: only for the released models, which are fetched; {name} ships.")
     from prednet_keras.saving import load_model
 
     return load_model(path(name) / "model.keras", compile=compile)
