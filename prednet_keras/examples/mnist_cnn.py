@@ -3,12 +3,12 @@
 The function below is all prednet-keras needs: it returns a `UserModel` (the model, its data, its loss).
 Train it once, with every runtime switch of the built-in models:
 
-    prednet-train --model docs/examples/mnist_cnn.py:small_cnn -o weights/mnist-cnn
-    prednet-train --model docs/examples/mnist_cnn.py:small_cnn --backend jax --threads 1 --deterministic
+    prednet-train --model prednet_keras.examples.mnist_cnn:small_cnn -o weights/mnist-cnn
+    prednet-train --model prednet_keras.examples.mnist_cnn:small_cnn --backend jax --threads 1 --deterministic
 
 or ask the study's question of it (does the hardware / software stack change what it learns?):
 
-    prednet-study run docs/examples/mnist_cnn_study.toml -o studies/mnist-cnn
+    prednet-study run mnist-cnn -o studies/mnist-cnn          # the spec prednet_keras/study/specs/mnist-cnn.toml
     prednet-study report studies/mnist-cnn
 
 Rules of the contract (prednet_keras/model_kinds/user.py says them in full): the function takes no
