@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from prednet_keras.cli.common import fail_on_user_errors
-from prednet_keras.cli.options import precision_option
+from prednet_keras.cli.options import BACKEND_HELP, BACKENDS, DEVICE_HELP, precision_option, runtime_config
 
 
 @click.command(
@@ -30,10 +30,12 @@ Examples:
 @click.option("--plots", type=click.IntRange(min=0), default=10, show_default=True, help="Sequences drawn as Actual/Predicted grids.")
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Output folder [default: <run>/eval, or <run>/eval-<data>-nt<N>-extrap<T> naming what differs from the default evaluation; <stem>-eval/ beside a loose .keras file; with several models, also <parent>/eval-comparison/].")
 @click.option("--overwrite", is_flag=True, help="Replace earlier results in the output folders.")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None, help=BACKEND_HELP)
+@click.option("--device", default="cpu", show_default=True, help=DEVICE_HELP)
 @click.option("--xla/--no-xla", default=None, help="XLA for the forward pass [default: off on TensorFlow, Keras' choice elsewhere].")
 @precision_option()
 @fail_on_user_errors
-def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, xla, precision):
+def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, backend, device, xla, precision):
     """Score MODELS (.keras files, run folders, folders of run folders, or a model's name) on test video.
 
     A name is a shipped model (prednet-embedded) or one the authors released
@@ -58,13 +60,18 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, x
     A model.keras in a run folder must hold the weights its manifest records
     (result.model_weights_checksum); one that does not is refused.
     """
+    from prednet_keras import runtime
+
+    # The backend and device by the rule every command follows, set before Keras starts (here, in this process).
+    try:
+        runtime.configure(runtime_config({"backend": backend, "device": device}))
+    except runtime.RuntimeSetupError as error:
+        raise click.ClickException(str(error)) from None
     from prednet_keras.evaluate import files, model_refs, prediction, scoring
 
     # A model is evaluated in float32 unless --precision says otherwise, whatever precision it trained in
     # (its weights are float32 either way).
     if precision != "float32":
-        from prednet_keras import runtime
-
         problem = runtime.precision_problem(precision)
         if problem is not None:
             raise click.ClickException(f"--precision {precision} is not available here: {problem}.")

@@ -15,6 +15,7 @@ import click
 from prednet_keras import _backend_choice, _framework_import
 
 BACKENDS = _backend_choice.FALLBACK_ORDER
+DEVICE_HELP = "cpu, gpu or gpu:N. A GPU asked for and not visible is an error, never a silent CPU run."
 BACKEND_HELP = (
     "Keras backend [default: KERAS_BACKEND, else the backend in ~/.keras/keras.json if installed, "
     "else the first installed of tensorflow, jax, torch]."
@@ -70,7 +71,7 @@ def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu", 
     options = [
         click.option("--backend", type=click.Choice(BACKENDS), default=None, help=BACKEND_HELP),
         click.option("--device", default=device_default, show_default=True,
-                     help="cpu, gpu or gpu:N. A GPU asked for and not visible is an error, never a silent CPU run."),
+                     help=DEVICE_HELP),
         click.option("--threads", type=click.IntRange(min=1), default=None,
                      help="CPU compute threads (TensorFlow intra-op, torch, JAX by CPU affinity) [default: the framework's]."),
     ]

@@ -20,7 +20,7 @@ for variant in "$@"; do
     [ "$rest" != "$stacks" ] && options=${rest#*:} && options=${options//+/ }
     (timeout "${TRAIN_LIMIT_S:-86400}" python3 -m prednet_keras.cli.train --backend jax --device gpu --data "$data" --val-data data/video_val.h5 \
         --stack-sizes "$stacks" --batch-size 16 --steps-per-epoch 32 --epochs "$epochs" $options --quiet -o "/tmp/shipped/$name" \
-        > "$logs/$name-train.log" 2>&1; python3 -m prednet_keras.cli.eval "/tmp/shipped/$name" > "$logs/$name-eval.log" 2>&1) &
+        > "$logs/$name-train.log" 2>&1; python3 -m prednet_keras.cli.eval "/tmp/shipped/$name" --backend jax --device gpu > "$logs/$name-eval.log" 2>&1) &
 done
 wait
 for variant in "$@"; do

@@ -153,3 +153,28 @@ def test_bad_model_arguments_are_one_clear_line(tmp_path, make, message):
     assert message in result.output, result.output
     assert "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_backend_and_device_follow_the_rule_every_command_follows(tmp_path):
+    # Issue 39: the README's one rule for --backend/--device did not hold for prednet-eval, which had neither.
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "CUDA_VISIBLE_DEVICES")}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU here, whatever the machine has
+
+    def evaluate(*args):
+        return subprocess.run([sys.executable, "-m", "prednet_keras.cli.eval", "prednet-embedded", "--plots", "0",
+                               "-o", tmp_path / "eval", "--overwrite", *args], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=300)
+
+    done = evaluate("--backend", "jax")
+    assert done.returncode == 0, done.stdout + done.stderr
+    scores = json.loads((tmp_path / "eval" / "prediction_scores.json").read_text())
+    assert scores["environment"]["backend"] == "jax"
+    before = (tmp_path / "eval" / "prediction_scores.json").read_bytes()
+    refused = evaluate("--backend", "jax", "--device", "gpu")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("Error: ") and "for device gpu" in refused.stderr and refused.stderr.count("\n") == 1
+    assert (tmp_path / "eval" / "prediction_scores.json").read_bytes() == before
