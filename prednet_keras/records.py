@@ -193,6 +193,7 @@ class RuntimeRequested(Record):
     cudnn: bool | None = None
     tf32: bool | None = None
     onednn: bool | None = None
+    autotune: bool | None = None
     strict: bool | None = None
     xla: bool | None = None
     interop_threads: int | None = None

@@ -101,6 +101,13 @@ class RuntimeConfig:
             None keeps the backend's default (which differs between backends).
         onednn: oneDNN kernels on the CPU (TensorFlow TF_ENABLE_ONEDNN_OPTS, torch
             mkldnn); None keeps the default.
+        autotune: GPU kernel autotuning, where the library times candidate kernels
+            (cuDNN's convolution algorithms, XLA's fusions) and keeps the fastest
+            (XLA --xla_gpu_autotune_level, TensorFlow TF_CUDNN_USE_AUTOTUNE, torch
+            cudnn.benchmark). False: each library's fixed choice, so the kernels a
+            program runs do not depend on timings taken under whatever else the GPU
+            was doing. None keeps the default (XLA and TensorFlow tune; torch does
+            not). A CPU run has none to turn on.
         strict: when True an unsupported setting is an error; when False it is
             recorded as "not available" and the run goes on.
         xla: the `jit_compile` the training code should pass to Keras (XLA on
@@ -124,6 +131,7 @@ class RuntimeConfig:
     cudnn: bool = True
     tf32: bool | None = None
     onednn: bool | None = None
+    autotune: bool | None = None
     strict: bool = True
     xla: bool | None = None
     interop_threads: int | None = None
@@ -152,7 +160,7 @@ class RuntimeConfig:
         for name in ("deterministic", "cudnn", "strict"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"`{name}` must be True or False, got {getattr(self, name)!r}.")
-        for name in ("tf32", "onednn", "xla"):
+        for name in ("tf32", "onednn", "autotune", "xla"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
                 raise ValueError(f"`{name}` must be True, False or None, got {getattr(self, name)!r}.")
         if self.precision not in PRECISIONS:
@@ -217,6 +225,8 @@ def unsupported_settings(config, available_cpus=None):
         )
     if config.tf32 and config.device_kind == "cpu":
         problems["tf32"] = "TF32 is a mode of NVIDIA GPUs (Ampere and newer); a CPU run has none."
+    if config.autotune and config.device_kind == "cpu":
+        problems["autotune"] = "kernel autotuning is a GPU library's choice among its kernels; a CPU run has none."
     if config.onednn is not None and backend == "jax":
         problems["onednn"] = "JAX (XLA:CPU) has no oneDNN switch; oneDNN is a TensorFlow and torch option."
     if config.interop_threads is not None and backend == "jax":

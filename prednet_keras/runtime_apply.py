@@ -65,6 +65,8 @@ def _apply_torch(config):
     if config.deterministic:
         # Autotuning picks kernels by timing, which differs from run to run.
         torch.backends.cudnn.benchmark = False
+    if config.autotune is not None:
+        torch.backends.cudnn.benchmark = config.autotune
     torch.backends.cudnn.enabled = config.cudnn
     if config.tf32 is not None:
         torch.backends.cudnn.allow_tf32 = config.tf32

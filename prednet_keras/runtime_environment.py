@@ -15,6 +15,8 @@ _UNSET = "<unset>"
 # Managed XLA flags (removed from the inherited XLA_FLAGS, then set as the config says).
 _XLA_DETERMINISTIC = "--xla_gpu_deterministic_ops"
 _XLA_EIGEN_THREADS = "--xla_cpu_multi_thread_eigen"
+# Managed only when the config says (autotune None keeps a user's own level).
+_XLA_AUTOTUNE = "--xla_gpu_autotune_level"
 _MANAGED_XLA_FLAGS = (_XLA_DETERMINISTIC, _XLA_EIGEN_THREADS)
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -145,9 +147,13 @@ def environment_for(config, base_env=None):
         else:
             env.pop("CUBLAS_WORKSPACE_CONFIG", None)
     if backend == "jax":
-        flags = [t for t in _split_flags(base.get("XLA_FLAGS")) if _flag_name(t) not in _MANAGED_XLA_FLAGS]
+        managed = _MANAGED_XLA_FLAGS + ((_XLA_AUTOTUNE,) if config.autotune is not None else ())
+        flags = [t for t in _split_flags(base.get("XLA_FLAGS")) if _flag_name(t) not in managed]
         if config.deterministic:
             flags.append(f"{_XLA_DETERMINISTIC}=true")
+        if config.autotune is False:
+            # Level 0: XLA's fixed choice of algorithms, nothing timed (True: its default level, which times).
+            flags.append(f"{_XLA_AUTOTUNE}=0")
         if config.threads == 1:
             # Affinity sizes the thread pool; this keeps Eigen from splitting work too.
             flags.append(f"{_XLA_EIGEN_THREADS}=false")
@@ -156,6 +162,8 @@ def environment_for(config, base_env=None):
         else:
             env.pop("XLA_FLAGS", None)
 
+    if backend == "tensorflow" and config.autotune is not None:
+        env["TF_CUDNN_USE_AUTOTUNE"] = "1" if config.autotune else "0"
     if backend == "tensorflow" and config.onednn is not None:
         env["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn else "0"
     return env

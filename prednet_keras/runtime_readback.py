@@ -7,6 +7,7 @@ import sys
 
 from prednet_keras.runtime_environment import (
     _XLA_DETERMINISTIC,
+    _XLA_AUTOTUNE,
     _XLA_EIGEN_THREADS,
     _truthy,
     _xla_flag,
@@ -31,7 +32,7 @@ def read_back():
         a JSON-ready dict. Keys common to every backend: backend, backend_version,
         keras_version, device ("cpu" or "gpu"), devices, gpu_count, threads,
         interop_threads, cpu_affinity, deterministic, cudnn, tf32, onednn,
-        xla_flags, precision (the Keras dtype policy in force; with a mixed one
+        autotune (whether GPU kernels are picked by timing them: False on a CPU), xla_flags, precision (the Keras dtype policy in force; with a mixed one
         also bf16_support), environment. None means the backend has no such setting; "auto"
         means the backend sizes the pool itself. Backend-specific keys are added
         (e.g. cudnn_deterministic on torch, matmul_precision on JAX).
@@ -85,6 +86,7 @@ def _read_tensorflow():
         "tf32": bool(tf.config.experimental.tensor_float_32_execution_enabled()),
         "tf32_applies": bool(gpus),
         "onednn": onednn,
+        "autotune": bool(gpus) and os.environ.get("TF_CUDNN_USE_AUTOTUNE", "1").lower() not in ("0", "false"),
         "tf_auto_jit": auto_jit if isinstance(auto_jit, (str, bool)) else str(auto_jit),
         "build": build,
     }
@@ -115,6 +117,7 @@ def _read_torch():
         "cudnn_available": bool(torch.backends.cudnn.is_available()),
         "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "autotune": gpu and bool(torch.backends.cudnn.benchmark),
         # torch's defaults differ by op: TF32 convolutions on, TF32 matmuls off.
         "tf32": conv_tf32 if conv_tf32 == matmul_tf32 else f"mixed (conv {conv_tf32}, matmul {matmul_tf32})",
         "tf32_conv": conv_tf32,
@@ -160,6 +163,8 @@ def _read_jax():
         "tf32": str(precision).lower() not in ("highest", "float32", "precision.highest"),
         "tf32_applies": bool(gpus),
         "onednn": None,
+        # XLA's default level times candidates; level 0 takes its fixed choice.
+        "autotune": bool(gpus) and _xla_flag(flags, _XLA_AUTOTUNE) not in ("0",),
         "platforms": jax.config.jax_platforms,
         "preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
     }
@@ -198,13 +203,16 @@ def verify(config, effective):
         check("cudnn", config.cudnn)
         if config.deterministic:
             check("cudnn_deterministic", True)
-            check("cudnn_benchmark", False)
+            if config.autotune is None:
+                check("cudnn_benchmark", False)
     elif not config.cudnn:
         check("cudnn", False)
     if config.tf32 is not None:
         check("tf32", config.tf32)
     if config.onednn is not None:
         check("onednn", config.onednn)
+    if config.autotune is not None:
+        check("autotune", config.autotune)
     check("precision", config.precision)
     if config.strict and effective.get("not_available"):
         mismatches.append(f"  not available (strict): {sorted(effective['not_available'])}")

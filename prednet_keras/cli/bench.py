@@ -58,7 +58,7 @@ Examples:
 @click.option("-q", "--quiet", is_flag=True, help="No per-step progress lines (on stderr).")
 @fail_on_user_errors
 def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, unroll, steps, warmup, seed, backend, device,
-         threads, interop_threads, deterministic, tf32, onednn, xla, precision, json_path, plot_path, profile_dir, overwrite,
+         threads, interop_threads, deterministic, tf32, onednn, autotune, xla, precision, json_path, plot_path, profile_dir, overwrite,
          quiet):
     """Measure training and inference throughput (frames/s) of a PredNet.
 
@@ -77,7 +77,8 @@ def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, un
     from prednet_keras import bench, bench_report, profiling, runtime
 
     configs = _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, unroll, steps, warmup, seed)
-    runtime_config = _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, xla, precision)
+    runtime_config = _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, autotune, xla,
+                                     precision)
     for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
         if path and os.path.exists(path) and not overwrite:
             raise click.UsageError(f"{flag} {path} exists; pass --overwrite to replace it.")
@@ -138,11 +139,12 @@ def _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes
     return configs
 
 
-def _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, xla, precision):
+def _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, autotune, xla, precision):
     from prednet_keras import runtime
 
     config = runtime_config(dict(backend=backend, device=device, threads=threads, interop_threads=interop_threads,
-                                 deterministic=deterministic, tf32=tf32, onednn=onednn, xla=xla, precision=precision))
+                                 deterministic=deterministic, tf32=tf32, onednn=onednn, autotune=autotune, xla=xla,
+                                 precision=precision))
     # Known-unsupported combinations fail here, before a process is started.
     problems = runtime.unsupported_settings(config)
     if problems:

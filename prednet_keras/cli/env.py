@@ -23,6 +23,7 @@ _SETTINGS = (
     ("cudnn", "cudnn"),
     ("tf32", "tf32"),
     ("onednn", "onednn"),
+    ("autotune", "autotune"),
     ("xla", "jit_compile"),
     ("precision", "precision"),
 )
@@ -105,7 +106,7 @@ def _print_report(result):
 @click.option("--strict/--no-strict", default=True, show_default=True,
               help="Unsupported settings are errors (strict) or recorded as 'not available'.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
-def main(backend, device, threads, interop_threads, deterministic, cudnn, tf32, onednn, xla, precision,
+def main(backend, device, threads, interop_threads, deterministic, cudnn, tf32, onednn, autotune, xla, precision,
          strict, as_json):
     """Print the environment fingerprint and the settings a run would get.
 
@@ -114,7 +115,7 @@ def main(backend, device, threads, interop_threads, deterministic, cudnn, tf32, 
     is unsupported (with --strict) or did not take effect.
     """
     config = runtime_config(dict(backend=backend, device=device, threads=threads, interop_threads=interop_threads,
-                                 deterministic=deterministic, cudnn=cudnn, tf32=tf32, onednn=onednn, xla=xla,
+                                 deterministic=deterministic, cudnn=cudnn, tf32=tf32, onednn=onednn, autotune=autotune, xla=xla,
                                  precision=precision),
                             strict=strict)
     # Known-unsupported settings fail here, without starting a framework.

@@ -1,5 +1,6 @@
 """prednet-eval: score trained models on held-out video, as kitti_evaluate.py did."""
 
+import sys
 import time
 from pathlib import Path
 
@@ -63,10 +64,12 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, b
     from prednet_keras import runtime
 
     # The backend and device by the rule every command follows, set before Keras starts (here, in this process).
-    try:
-        runtime.configure(runtime_config({"backend": backend, "device": device}))
-    except runtime.RuntimeSetupError as error:
-        raise click.ClickException(str(error)) from None
+    # A caller already running Keras (a notebook, a test calling main) keeps its set-up unless it asks.
+    if backend is not None or device != "cpu" or "keras" not in sys.modules:
+        try:
+            runtime.configure(runtime_config({"backend": backend, "device": device}))
+        except runtime.RuntimeSetupError as error:
+            raise click.ClickException(str(error)) from None
     from prednet_keras.evaluate import files, model_refs, prediction, scoring
 
     # A model is evaluated in float32 unless --precision says otherwise, whatever precision it trained in

@@ -92,6 +92,10 @@ def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu", 
                      help="TensorFloat-32 convolutions and matrix products on NVIDIA GPUs [default: the framework's]."),
         click.option("--onednn/--no-onednn", default=None,
                      help="oneDNN CPU kernels, TensorFlow and torch [default: the framework's]."),
+        click.option("--autotune/--no-autotune", default=None,
+                     help="GPU kernels picked by timing them (XLA's autotuning, TensorFlow's cuDNN autotune, torch's "
+                          "cudnn.benchmark); --no-autotune takes each library's fixed choice, so no timing taken "
+                          "under load decides [default: the framework's: on for XLA and TensorFlow, off for torch]."),
         click.option("--xla/--no-xla", "--jit-compile/--no-jit-compile", "xla", default=None,
                      help="Compile the training step (Keras' jit_compile): XLA on TensorFlow and JAX, torch.compile "
                           "on torch [default: off for TensorFlow on CPU, where it is slower, and on torch; Keras' "
@@ -107,8 +111,8 @@ def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu", 
     return decorate
 
 
-RUNTIME_FIELDS = ("backend", "device", "threads", "interop_threads", "deterministic", "cudnn", "tf32", "onednn", "xla",
-                  "precision", "devices")
+RUNTIME_FIELDS = ("backend", "device", "threads", "interop_threads", "deterministic", "cudnn", "tf32", "onednn",
+                  "autotune", "xla", "precision", "devices")
 
 
 def runtime_config(options, strict=True):

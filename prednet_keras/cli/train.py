@@ -24,8 +24,8 @@ STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder", "perio
 # order an error lists them.
 KIND_OPTIONS = LOTTER_ONLY + ("unroll", "stack_sizes", "r_stack_sizes", "filter_size", "size", "tbptt", "emulate_cpu_aliasing",
                               "period", "bprop", "autoencoder", "images", "protocol", "data", "heldout_data")
-RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "xla", "precision",
-                   "devices")
+RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "autotune", "xla",
+                   "precision", "devices")
 
 
 class LayerLoss(click.ParamType):

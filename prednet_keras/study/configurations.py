@@ -61,6 +61,8 @@ def configuration_settings(requested, effective):
     # configurations keep their identity and labels; named when it differs.
     if source.get("precision") not in (None, "float32"):
         out["precision"] = source["precision"]
+    if source.get("autotune") is not None:  # likewise: named only where a run set it
+        out["autotune"] = source["autotune"]
     # gpu:0 and gpu:1 of one machine are the same kind of device; which model
     # it is goes into the machine identity.
     if isinstance(out["device"], str):
@@ -223,10 +225,10 @@ def describe_settings(settings, machine, effective=None):
     if settings.get("cudnn") is False:
         parts.append("cuDNN off")
     parts.append(describe_precision(settings, effective or {}))
-    for key, name in (("onednn", "oneDNN"), ("xla", "XLA")):
+    for key, name in (("onednn", "oneDNN"), ("autotune", "autotuning"), ("xla", "XLA")):
         if settings.get(key) is not None:
             parts.append(f"{name} {_on_off(settings[key])}")
-    parts += [f"{key}={value}" for key, value in settings.items() if key not in SETTINGS + ("precision",)]
+    parts += [f"{key}={value}" for key, value in settings.items() if key not in SETTINGS + ("precision", "autotune")]
     return ", ".join(parts)
 
 

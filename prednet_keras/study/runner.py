@@ -151,7 +151,7 @@ def _record_study(spec, study_dir, spec_path, command, cache_folder=None):
 
 
 # The same for runtime options.
-_PREDATING_RUNTIME_OPTIONS = {"precision": "float32", "devices": 1}
+_PREDATING_RUNTIME_OPTIONS = {"precision": "float32", "devices": 1, "autotune": None}
 
 
 def _check_compatible(recorded, spec, study_dir):

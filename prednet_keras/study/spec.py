@@ -37,7 +37,7 @@ A spec is a TOML file:
     margin_sd = 0.5
 
 A configuration sets runtime options (`runtime.RuntimeConfig`'s fields:
-backend, device, threads, interop_threads, deterministic, cudnn, tf32, onednn,
+backend, device, threads, interop_threads, deterministic, cudnn, tf32, onednn, autotune,
 xla, strict, precision; precision other than float32 only for model prednet) and the model kind's arm
 factors (for prednet-chainer `tbptt` and `emulate_cpu_aliasing`: training-code switches that the study
 compares, so they are part of the configuration, not of the protocol; `model_kinds` says each kind's). Everything else

@@ -131,6 +131,7 @@ RUNTIME_RULES = {
     "cudnn": Boolean(),
     "tf32": Boolean(),
     "onednn": Boolean(),
+    "autotune": Boolean(),
     "xla": Boolean(),
     "strict": Boolean(),
     "precision": Choice(PRECISIONS),

@@ -13,9 +13,10 @@ from tests.runtime._helpers import gpu_may_exist, installed, ok, run_tasks
 pytestmark = pytest.mark.slow
 
 CONFIGS = {
-    "tf_forced": RuntimeConfig(backend="tensorflow", threads=1, deterministic=True, tf32=False, onednn=False),
+    "tf_forced": RuntimeConfig(backend="tensorflow", threads=1, deterministic=True, tf32=False, onednn=False,
+                               autotune=False),
     "tf_free": RuntimeConfig(backend="tensorflow", threads=2, interop_threads=1, onednn=True, precision="mixed_bfloat16"),
-    "jax_forced": RuntimeConfig(backend="jax", threads=1, deterministic=True, tf32=False),
+    "jax_forced": RuntimeConfig(backend="jax", threads=1, deterministic=True, tf32=False, autotune=False),
     "jax_loose": RuntimeConfig(backend="jax", cudnn=False, onednn=True, strict=False),
     "torch_forced": RuntimeConfig(
         backend="torch", threads=1, deterministic=True, cudnn=False, tf32=False, onednn=False
@@ -83,6 +84,8 @@ def test_jax_forced_settings_reach_the_backend(results):
     assert eff["threads"] == 1 and eff["cpu_affinity"] == 1 and eff["cpu_ids"] == [eff["cpu_ids"][0]]
     assert eff["eigen_multithread"] is False
     assert eff["deterministic"] is True and "--xla_gpu_deterministic_ops=true" in eff["xla_flags"]
+    # XLA reads the autotuning level with the other flags (a CPU run has none: False either way).
+    assert "--xla_gpu_autotune_level=0" in eff["xla_flags"] and eff["autotune"] is False
     assert eff["matmul_precision"] == "highest" and eff["tf32"] is False
     assert eff["platforms"] == "cpu"
 

@@ -113,6 +113,26 @@ def test_jax_environment_manages_only_its_xla_flags():
     assert "XLA_FLAGS" not in env
 
 
+def test_autotune_is_set_where_each_library_reads_it_and_only_when_asked():
+    # Issue 37, Amendment 1: XLA times cuDNN's candidates while it compiles; under load the pick can change
+    # from process to process. autotune=False takes XLA's fixed choice (level 0).
+    inherited = dict(BASE, XLA_FLAGS="--xla_gpu_autotune_level=2 --xla_dump_to=/d")
+    off = environment_for(RuntimeConfig(backend="jax", device="gpu", autotune=False), inherited)
+    assert off["XLA_FLAGS"].split() == ["--xla_dump_to=/d", "--xla_gpu_autotune_level=0"]
+    on = environment_for(RuntimeConfig(backend="jax", device="gpu", autotune=True), inherited)
+    assert on["XLA_FLAGS"] == "--xla_dump_to=/d"  # XLA's default level, which tunes
+    kept = environment_for(RuntimeConfig(backend="jax", device="gpu"), inherited)
+    assert kept["XLA_FLAGS"] == inherited["XLA_FLAGS"]  # not asked: the user's own level stays
+    assert environment_for(RuntimeConfig(backend="tensorflow", device="gpu", autotune=False), BASE)[
+        "TF_CUDNN_USE_AUTOTUNE"] == "0"
+    assert "TF_CUDNN_USE_AUTOTUNE" not in environment_for(RuntimeConfig(backend="tensorflow", device="gpu"), BASE)
+    # A CPU run has no autotuning to turn on; off is what it has.
+    assert "autotune" in runtime.unsupported_settings(RuntimeConfig(backend="torch", autotune=True))
+    assert "autotune" not in runtime.unsupported_settings(RuntimeConfig(backend="torch", autotune=False))
+    with pytest.raises(ValueError, match="`autotune` must be True, False or None"):
+        RuntimeConfig(autotune="no")
+
+
 def test_torch_environment():
     env = environment_for(RuntimeConfig(backend="torch", deterministic=True), BASE)
     assert env["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"

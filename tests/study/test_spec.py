@@ -34,7 +34,8 @@ def test_a_spec_plans_every_seed_replicate_and_configuration():
     # Runtime defaults filled in, validated by RuntimeConfig.
     assert spec.configuration("a").runtime == {
         "backend": "tensorflow", "device": "cpu", "threads": 1, "deterministic": True, "cudnn": True,
-        "tf32": None, "onednn": None, "strict": True, "xla": None, "interop_threads": None, "precision": "float32",
+        "tf32": None, "onednn": None, "autotune": None, "strict": True, "xla": None, "interop_threads": None,
+        "precision": "float32",
         "devices": 1,
     }
     # [train] resolved by the model's config class; the runner owns seed and weights.
