@@ -9,7 +9,8 @@
 #   PREDNET_SOURCE_COMMIT=$(git rev-parse HEAD) PREDNET_SOURCE_DIRTY=0 bash scripts/device/jax_f32_determinism_load.sh OUT
 #
 # Under MPS, at once, no compilation cache anywhere: seed 101 three times as the reference (f32) and three
-# times with XLA's default algorithms (noauto: --xla_gpu_autotune_level=0, nothing timed), beside a load of four
+# times with XLA's default algorithms (noauto: prednet-train --no-autotune, which sets --xla_gpu_autotune_level=0:
+# nothing timed), beside a load of four
 # nondeterministic GPU runs and six one-thread JAX CPU runs of other seeds. Each variant's runs are compared with
 # its first (bit-identical final weights and loss curve, or the first update whose loss differs). OUT gets
 # summary.txt and jax-f32-determinism-load.tar.xz. No loss value is printed (preregistration.md: no interim looks).
@@ -44,7 +45,7 @@ started=$(date +%s)
 gpu=(--device "${PROBE_DEVICE:-gpu}" --no-tf32)
 for i in 1 2 3; do
     run f32-$i "" --seed 101 "${gpu[@]}" --deterministic
-    run noauto-$i --xla_gpu_autotune_level=0 --seed 101 "${gpu[@]}" --deterministic
+    run noauto-$i "" --seed 101 "${gpu[@]}" --deterministic --no-autotune
 done
 for seed in 110 111 112 113; do run load-gpu-$seed "" --seed $seed "${gpu[@]}" --no-deterministic; done
 for seed in 110 111 112 113 114 115; do run load-cpu-$seed "" --seed $seed --device cpu --threads 1 --deterministic; done
