@@ -176,6 +176,23 @@ def require_room(path, needed):
         raise NoRoomError(space_message(shortage, path, needed=needed))
 
 
+class NotWritableError(ValueError):
+    """A folder that output cannot go to (one line for the user)."""
+
+
+def require_writable_folder(folder):
+    """Raises NotWritableError unless `folder` exists as a writable folder or can be created as one: asked before
+    the work whose results it would hold starts, so that nothing is computed only to be lost."""
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise NotWritableError(f"{folder} cannot be made: {existing} is a file, not a folder.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise NotWritableError(f"{folder} cannot be written: {existing} is read-only or not writable by this user.")
+
+
 def atomic_write(path, data):
     """Writes bytes or text to `path` through a temporary file in the same folder.
 

@@ -180,10 +180,13 @@ def _common_parent(refs):
 
 
 def _check_outputs(targets, comparison_dir, overwrite):
+    from prednet_keras import diskwrite
     from prednet_keras.evaluate import files
 
     if len({t.resolve() for t in targets}) != len(targets):
         raise click.UsageError("Two models would write to the same output folder; give -o.")
+    for folder in targets + ([comparison_dir] if comparison_dir is not None else []):
+        diskwrite.require_writable_folder(folder)  # before any model is loaded or any frame predicted
     if overwrite:
         return
     for target in targets:

@@ -178,3 +178,16 @@ def test_backend_and_device_follow_the_rule_every_command_follows(tmp_path):
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert refused.stderr.startswith("Error: ") and "for device gpu" in refused.stderr and refused.stderr.count("\n") == 1
     assert (tmp_path / "eval" / "prediction_scores.json").read_bytes() == before
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_model_is_scored(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "afile").write_text("x")
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    result = subprocess.run([sys.executable, "-m", "prednet_keras.cli.eval", "prednet-embedded", "-o", "afile/eval"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert result.returncode == 1 and result.stderr == "Error: afile/eval cannot be made: afile is a file, not a folder.\n"
+    assert "MSE" not in result.stdout and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
