@@ -92,6 +92,7 @@ def test_import_of_the_package_leaves_every_framework_out():
     assert result.stdout.strip() == "[]"
 
 
+@pytest.mark.slow  # a fresh process or a training: the full suite, not the fast loop
 def test_prednet_env_reports_the_default_backend(tmp_path):
     from prednet_keras import _backend_choice
 
@@ -109,6 +110,7 @@ def test_prednet_data_describes_an_embedded_file(tmp_path):
     assert "50" in result.stdout and "bikes.mp4#scene3" in result.stdout
 
 
+@pytest.mark.slow  # a fresh process or a training: the full suite, not the fast loop
 def test_prednet_import_converts_a_keras2_file(tmp_path):
     from tests.layers.numpy_prednet import random_weights
     from tests.legacy_files import write_model_json, write_weights_h5

@@ -100,6 +100,7 @@ def test_theano_weights_are_refused(released, tmp_path):
         load_legacy_weights(new_layer(), str(path))
 
 
+@pytest.mark.slow  # a fresh process or a training: the full suite, not the fast loop
 def test_prednet_import_writes_a_loadable_keras_file(released, tmp_path):
     output = tmp_path / "imported.keras"
     result = CliRunner().invoke(import_main, [str(released["json"]), str(released["full"]), "-o", str(output)])

@@ -66,6 +66,7 @@ def test_prediction_model_shares_weights_and_modes(trained):
     assert r1.output_shape == (None, NT, 4, 6, 5)
 
 
+@pytest.mark.slow  # a fresh process or a training: the full suite, not the fast loop
 def test_training_model_round_trips_through_a_keras_file_in_a_fresh_process(trained, tmp_path):
     model, weights, frames = trained
     model.compile(optimizer="adam", loss="mean_absolute_error")

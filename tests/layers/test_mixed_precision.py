@@ -104,6 +104,7 @@ def _train(dtype, weights, batches, steps):
     return model, np.array(losses)
 
 
+@pytest.mark.slow  # a fresh process or a training: the full suite, not the fast loop
 def test_mixed_training_trains_records_its_policy_and_follows_float32():
     weights, batches = _case(seed=1, steps=5, batch=8)
     steps = 24

@@ -18,6 +18,7 @@ def invoke(*args):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
+@pytest.mark.slow  # a fresh process or a training: the full suite, not the fast loop
 def test_json_reports_requested_effective_and_fingerprint():
     result = invoke("--backend", "tensorflow", "--threads", "1", "--deterministic", "--no-onednn", "--json")
     assert result.exit_code == 0, result.output
@@ -34,6 +35,7 @@ def test_json_reports_requested_effective_and_fingerprint():
     assert "blas" in fingerprint
 
 
+@pytest.mark.slow  # a fresh process or a training: the full suite, not the fast loop
 @pytest.mark.skipif(not installed("torch"), reason="torch not installed")
 def test_table_shows_requested_vs_effective():
     result = invoke("--backend", "torch", "--threads", "1", "--no-cudnn", "--no-tf32")
