@@ -166,8 +166,10 @@ def test_patience_stops_early_records_why_and_the_run_is_complete(weights_dir, t
     assert stopped["epoch"] == manifest["result"]["epochs_completed"] < 8
     assert stopped["best_epoch"] == manifest["result"]["best_epoch"] == stopped["epoch"] - 1
     assert manifest["options"]["patience"] == 1 and manifest["status"] == "complete"
-    last_line = result.stdout.strip().splitlines()[-1]
-    assert f"stopped early at epoch {stopped['epoch']}: val_loss did not improve" in last_line
+    # The last lines: why training stopped, then (issue 39) the command that evaluates the run.
+    *_, stop_line, last_line = result.stdout.strip().splitlines()
+    assert f"stopped early at epoch {stopped['epoch']}: val_loss did not improve" in stop_line
+    assert last_line.startswith(f"Evaluate it: prednet-eval {folder}")
     before = (folder / "manifest.json").read_bytes()
     refused = _invoke(["--resume", "-o", folder, "--epochs", "20"])
     assert refused.exit_code != 0 and "An early-stopped run is complete" in refused.output

@@ -155,7 +155,7 @@ def test_bad_model_arguments_are_one_clear_line(tmp_path, make, message):
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_backend_and_device_follow_the_rule_every_command_follows(tmp_path):
+def test_backend_and_device_follow_the_rule_every_command_follows(trained_run, tmp_path):
     # Issue 39: the README's one rule for --backend/--device did not hold for prednet-eval, which had neither.
     import os
     import subprocess
@@ -165,7 +165,7 @@ def test_backend_and_device_follow_the_rule_every_command_follows(tmp_path):
     env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU here, whatever the machine has
 
     def evaluate(*args):
-        return subprocess.run([sys.executable, "-m", "prednet_keras.cli.eval", "prednet-embedded", "--plots", "0",
+        return subprocess.run([sys.executable, "-m", "prednet_keras.cli.eval", trained_run[0], "--plots", "0",
                                "-o", tmp_path / "eval", "--overwrite", *args], capture_output=True, text=True,
                               env=env, cwd=tmp_path, timeout=300)
 
