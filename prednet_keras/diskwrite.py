@@ -180,13 +180,19 @@ class NotWritableError(ValueError):
     """A folder that output cannot go to (one line for the user)."""
 
 
+def nearest_existing(path):
+    """`path`, or the nearest folder above it that exists: where it would be created."""
+    existing = Path(path)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return existing
+
+
 def require_writable_folder(folder):
     """Raises NotWritableError unless `folder` exists as a writable folder or can be created as one: asked before
     the work whose results it would hold starts, so that nothing is computed only to be lost."""
     folder = Path(folder)
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = nearest_existing(folder)
     if not existing.is_dir():
         raise NotWritableError(f"{folder} cannot be made: {existing} is a file, not a folder.")
     if not os.access(existing, os.W_OK | os.X_OK):

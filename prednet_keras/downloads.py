@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from prednet_keras.diskwrite import atomic_write_json, format_bytes, room_for, space_message
+from prednet_keras.diskwrite import atomic_write_json, format_bytes, nearest_existing, room_for, space_message
 from prednet_keras.progress import ByteProgress
 
 __all__ = ["DEFAULT_TIMEOUT", "MIRROR_VARIABLE", "TIMEOUT_VARIABLE", "DownloadError", "ResumableDownloader",
@@ -55,10 +55,7 @@ def cache_dir(kind, name):
         name: the folder for it ("prednet-kitti").
     """
     base = Path(os.path.expanduser(os.environ.get("KERAS_HOME") or os.path.join("~", ".keras")))
-    probe = base  # the folder, or the nearest one above it that exists (where it would be created)
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not os.access(probe, os.W_OK):
+    if not os.access(nearest_existing(base), os.W_OK):
         base = Path("/tmp") / ".keras"
     return base / kind / name
 

@@ -32,7 +32,8 @@ def read_back():
         a JSON-ready dict. Keys common to every backend: backend, backend_version,
         keras_version, device ("cpu" or "gpu"), devices, gpu_count, threads,
         interop_threads, cpu_affinity, deterministic, cudnn, tf32, onednn,
-        autotune (whether GPU kernels are picked by timing them: False on a CPU), xla_flags, precision (the Keras dtype policy in force; with a mixed one
+        autotune (whether GPU kernels are picked by timing them: False on a CPU),
+        xla_flags, precision (the Keras dtype policy in force; with a mixed one
         also bf16_support), environment. None means the backend has no such setting; "auto"
         means the backend sizes the pool itself. Backend-specific keys are added
         (e.g. cudnn_deterministic on torch, matmul_precision on JAX).

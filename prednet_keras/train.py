@@ -129,7 +129,6 @@ def _check_fits(config, frame_shape, sequences, device):
         raise ValueError(f"--batch-size {config.batch_size} is larger than the training data: "
                          f"{config.data or 'the embedded video'} holds {sequences} sequences of {config.nt} frames. "
                          "Use a smaller --batch-size or --nt, or more data.")
-    check_frame_size(frame_shape[0], frame_shape[1], config.nb_layers)
     if device.startswith("cpu"):
         problem = memory_problem(frame_shape, config.prednet_kwargs(frame_shape[2]), config.nt, config.batch_size)
         if problem:

@@ -127,7 +127,8 @@ def test_readme_own_model_commands_work_from_the_wheel(installed):
     bin_dir, _, work = installed
     env = user_env(bin_dir)
     readme = (ROOT / "README.md").read_text()
-    train = next(line.strip() for line in readme.splitlines() if line.strip().startswith("prednet-train --model prednet_keras.examples"))
+    train = next(line.strip() for line in readme.splitlines()
+                 if line.strip().startswith("prednet-train --model prednet_keras.examples"))
     study = next(line.split("#")[0].strip() for line in readme.splitlines()
                  if line.strip().startswith("prednet-study run mnist-cnn"))
     planned = sh([str(bin_dir / "prednet-study"), *shlex.split(study)[1:], "--dry-run"], cwd=work, env=env)

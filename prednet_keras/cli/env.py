@@ -115,8 +115,8 @@ def main(backend, device, threads, interop_threads, deterministic, cudnn, tf32, 
     is unsupported (with --strict) or did not take effect.
     """
     config = runtime_config(dict(backend=backend, device=device, threads=threads, interop_threads=interop_threads,
-                                 deterministic=deterministic, cudnn=cudnn, tf32=tf32, onednn=onednn, autotune=autotune, xla=xla,
-                                 precision=precision),
+                                 deterministic=deterministic, cudnn=cudnn, tf32=tf32, onednn=onednn, autotune=autotune,
+                                 xla=xla, precision=precision),
                             strict=strict)
     # Known-unsupported settings fail here, without starting a framework.
     problems = runtime.unsupported_settings(config)

@@ -84,6 +84,7 @@ def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, pow
     """
     a, b = finite_values(a), finite_values(b)
     shared = _shared_seeds(seeds_a, seeds_b, a.size, b.size)
+    identical = _identical_seeds(a, b, seeds_a, seeds_b)
     out = {
         "n_a": int(a.size),
         "n_b": int(b.size),
@@ -91,14 +92,14 @@ def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, pow
         "mean_b": float(b.mean()) if b.size else math.nan,
         "difference": mean_difference(a, b),
         "design": "paired" if shared else "independent",
-        "shared_seeds": _count_shared(seeds_a, seeds_b),
+        "shared_seeds": identical["shared"],
         "paired_seeds": len(shared) if shared else 0,
         "welch": welch_test(a, b, alpha),
         "mann_whitney": mann_whitney(a, b),
         "levene": levene_test(a, b),
         "paired": None,
         "seed_differences": None,
-        "identical_seeds": _identical_seeds(a, b, seeds_a, seeds_b),
+        "identical_seeds": identical,
     }
     if shared:
         index_a = {s: i for i, s in enumerate(seeds_a)}
@@ -126,10 +127,6 @@ def compare_pair(a, b, seeds_a=None, seeds_b=None, margin=None, alpha=ALPHA, pow
     out["power"] = _power_summary(sd, sd_kind, margin, alpha, power, bool(shared),
                                   out["paired_seeds"] if shared else min(a.size, b.size))
     return out
-
-
-def _count_shared(seeds_a, seeds_b):
-    return 0 if seeds_a is None or seeds_b is None else len(set(seeds_a) & set(seeds_b))
 
 
 def _identical_seeds(a, b, seeds_a, seeds_b):
