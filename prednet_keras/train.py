@@ -29,7 +29,7 @@ import time
 import keras
 
 from prednet_keras import torch_compile
-from prednet_keras.distribution import batch_problem
+from prednet_keras.runtime.distribution import batch_problem
 from prednet_keras.early_stopping import ResumableEarlyStopping
 from prednet_keras.run_session import RunSession, mark_stopped, now
 from prednet_keras.runs import plural

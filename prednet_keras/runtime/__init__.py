@@ -17,7 +17,9 @@ back what is in force and refuses again if a requested setting did not take effe
 This package's face is this module: `configure` and the public names of its parts, each a module of its
 own: config (RuntimeConfig and what a backend and device can honour), environment (environment_for, the
 recorded variables), process (this process's state, the error), apply (the in-process switches of each
-backend), precision (bfloat16), readback (read_back, verify) and machine (fingerprint).
+backend), precision (bfloat16), readback (read_back, verify) and machine (fingerprint). Two parts a training process
+uses after `configure` are imported by name, not through this face: distribution (data-parallel devices) and
+compile_cache (the JAX compilation cache a study's runs share, and the gate its later runs wait at).
 
 None of them imports a framework at module level; they import only the backend
 being configured, and `fingerprint`/`read_back` look only at frameworks that are

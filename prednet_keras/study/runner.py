@@ -281,7 +281,7 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
         retries: with executor "ray": further attempts of a run whose worker
             died (default ray_executor.DEFAULT_RETRIES).
         share_compilation: with executor "local": JAX runs share the study's
-            compilation cache (compile_cache.py), recorded in study.json's
+            compilation cache (runtime/compile_cache.py), recorded in study.json's
             invocation; False compiles in every process.
 
     Returns:
