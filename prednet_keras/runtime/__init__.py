@@ -14,12 +14,13 @@ with settings that can no longer change, applies the in-process switches, reads
 back what is in force and refuses again if a requested setting did not take effect.
 `fingerprint()` describes the machine and software for the run's manifest.
 
-This package's face is this module: `configure` and the public names of its parts, each a module of its
+This module is the package's face: `configure` and the public names of its parts, each a module of its
 own: config (RuntimeConfig and what a backend and device can honour), environment (environment_for, the
 recorded variables), process (this process's state, the error), apply (the in-process switches of each
-backend), precision (bfloat16), readback (read_back, verify) and machine (fingerprint). Two parts a training process
-uses after `configure` are imported by name, not through this face: distribution (data-parallel devices) and
-compile_cache (the JAX compilation cache a study's runs share, and the gate its later runs wait at).
+backend), precision (bfloat16), readback (read_back, verify) and machine (fingerprint). Three parts are
+imported by name, not through this face: distribution (a training process's data-parallel devices),
+compile_cache (the JAX compilation cache a study's runs share, and the gate its later runs wait at) and
+probe (what a process so configured has in force, found in a child process, for prednet-env).
 
 None of them imports a framework at module level; they import only the backend
 being configured, and `fingerprint`/`read_back` look only at frameworks that are
