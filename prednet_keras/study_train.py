@@ -23,14 +23,7 @@ import shutil
 
 from prednet_keras import model_kinds
 from prednet_keras.diskwrite import write_through_temporary
-from prednet_keras.model_kinds.study_config import (  # noqa: F401 (this module's names before the registry)
-    AUTOENCODERS,
-    CHAINER_DEFAULT_SIZE,
-    PROTOCOLS,
-    TBPTT_MODES,
-    StudyConfig,
-    study_model_names,
-)
+from prednet_keras.model_kinds.study_config import StudyConfig
 from prednet_keras.records import Manifest
 from prednet_keras.run_history import update_rows
 from prednet_keras.run_progress import UpdateProgress

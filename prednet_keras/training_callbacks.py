@@ -1,6 +1,6 @@
-"""The Keras pieces of a training run (prednet-train's recipe loop): its metric and callbacks.
+"""The Keras pieces of a training run (prednet-train's recipe loop): its callbacks (its metric,
+`LastBatchLoss`, the per-step loss history.csv records, is in models.py with the other models' metrics).
 
-`LastBatchLoss` (the per-step loss history.csv records; in models.py with the other models' metrics),
 `RunRecorder` (history rows, a checkpoint every completed epoch, the best model kept), `StopOnRequest`,
 `FirstCallAnnouncer` and `ProgressLogger` (the progress lines of `run_progress`, per epoch), and what
 they use: `StepLosses` (reading losses without stalling the device), `export_best`, and the
@@ -18,7 +18,6 @@ import numpy as np
 
 from prednet_keras import interrupts
 from prednet_keras.diskwrite import file_sha256, write_through_temporary
-from prednet_keras.models import LastBatchLoss  # noqa: F401 (named here before models.py held it)
 from prednet_keras.recipe import learning_rate_at
 from prednet_keras.run_history import draw_loss
 from prednet_keras.run_progress import FirstStep, is_terminal
