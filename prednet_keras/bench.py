@@ -295,9 +295,9 @@ def _child(config_text, result_path, profile_dir=None):
 
         traceback.print_exc()
         result = {"ok": False, "error": f"{type(error).__name__}: {error}"}
-    from prednet_keras import runs
+    from prednet_keras.diskwrite import atomic_write_json
 
-    runs.atomic_write_json(result_path, result)
+    atomic_write_json(result_path, result)
     return 0 if result["ok"] else 1
 
 

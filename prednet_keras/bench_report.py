@@ -29,11 +29,11 @@ def document(results, command=None):
 
 def write_results(path, results, command=None, overwrite=False):
     """Writes the benchmark JSON to `path` atomically; refuses to replace a file unless `overwrite`."""
-    from prednet_keras import runs
+    from prednet_keras.diskwrite import atomic_write_json
 
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} exists; pass --overwrite to replace it.")
-    runs.atomic_write_json(path, document(results, command))
+    atomic_write_json(path, document(results, command))
 
 
 def _mib(value):

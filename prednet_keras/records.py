@@ -154,7 +154,7 @@ def _dump(value):
 # ------------------------------------------------------------------ the environment fingerprint
 @dataclass
 class Fingerprint(Record):
-    """The machine and software of a process (runtime_fingerprint.fingerprint())."""
+    """The machine and software of a process (runtime.fingerprint())."""
 
     os: dict | None = None
     cpu: dict | None = None
@@ -210,7 +210,7 @@ class RuntimeRequested(Record):
 
 @dataclass
 class RuntimeEffective(Record):
-    """What the run's process read back (runtime_readback); every other read-back key stays in `extra`."""
+    """What the run's process read back (runtime.read_back); every other read-back key stays in `extra`."""
 
     backend: str | None = None
     keras_version: str | None = None

@@ -33,38 +33,18 @@ import os
 import shutil
 from pathlib import Path
 
-# atomic_write, atomic_write_json, write_through_temporary and _json_safe live in diskwrite, the history in
-# run_history; they are named here too because train.py, study_train.py, bench.py, cli/train.py and study/
-# use them as runs.<name>.
-from prednet_keras.diskwrite import (  # noqa: F401
-    TEMP_PREFIX,
-    _json_safe,
-    atomic_write,
-    atomic_write_json,
-    write_through_temporary,
-)
+from prednet_keras.diskwrite import TEMP_PREFIX, atomic_write, atomic_write_json
 from prednet_keras.records import RUN_FORMAT, Manifest, Result
 from prednet_keras.records import SCHEMA_VERSION as RUN_FORMAT_VERSION
-from prednet_keras.run_history import (  # noqa: F401
-    HISTORY_FIELDS,
-    HistoryWriter,
-    _format_value,
-    _history_csv,
-    _parse_history_row,
-    plot_history,
-)
+from prednet_keras.run_history import HistoryWriter, _history_csv, _parse_history_row
 
 __all__ = [
-    "HISTORY_FIELDS",
     "Replacement",
     "RunFolder",
     "RunFolderError",
-    "atomic_write",
-    "atomic_write_json",
     "find_runs",
     "is_run_folder",
     "new_manifest",
-    "plot_history",
     "plural",
     "shipped_reason",
 ]

@@ -21,15 +21,9 @@ The protocols have no checkpoints, so these runs cannot be resumed.
 
 import shutil
 
-from prednet_keras import model_kinds, runs
-from prednet_keras.model_kinds.study_config import (  # noqa: F401 (this module's names before the registry)
-    AUTOENCODERS,
-    CHAINER_DEFAULT_SIZE,
-    PROTOCOLS,
-    TBPTT_MODES,
-    StudyConfig,
-    study_model_names,
-)
+from prednet_keras import model_kinds
+from prednet_keras.diskwrite import write_through_temporary
+from prednet_keras.model_kinds.study_config import StudyConfig
 from prednet_keras.records import Manifest
 from prednet_keras.run_history import update_rows
 from prednet_keras.run_progress import UpdateProgress
@@ -120,14 +114,14 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
         result = kind.train(config, data, preset, initial_weights=initial_weights, on_update=on_update,
                             jit_compile=jit, on_start=on_start)
 
-    runs.write_through_temporary(folder.model_path, result.model.save)
+    write_through_temporary(folder.model_path, result.model.save)
     manifest["metric"] = result.metric
     manifest["result"] = dict(result.summary, weights_checksum=starting_point.weights_checksum(result.model))
     heldout = kind.evaluate_heldout(config, result.model)
     if heldout is not None:
         record, predictions = heldout
         manifest["result"].update(record)
-        runs.write_through_temporary(folder.path / HELDOUT_PREDICTIONS,
+        write_through_temporary(folder.path / HELDOUT_PREDICTIONS,
                                      lambda path: _save_arrays(path, predictions))
         print(f"Held-out error (next-frame MSE, {len(predictions)} sequences no update trained on): "
               f"{record['heldout_error']:.6g}", flush=True)

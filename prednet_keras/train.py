@@ -29,13 +29,13 @@ import time
 import keras
 
 from prednet_keras import torch_compile
-from prednet_keras.distribution import batch_problem
+from prednet_keras.runtime.distribution import batch_problem
 from prednet_keras.early_stopping import ResumableEarlyStopping
 from prednet_keras.run_session import RunSession, mark_stopped, now
 from prednet_keras.runs import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.memory_estimate import memory_problem
-from prednet_keras.models import build_training_model
+from prednet_keras.models import LastBatchLoss, build_training_model
 from prednet_keras.records import Manifest
 from prednet_keras.recipe import (
     MODELS,
@@ -47,7 +47,6 @@ from prednet_keras.recipe import (
 )
 from prednet_keras.training_callbacks import (
     FirstCallAnnouncer,
-    LastBatchLoss,
     ProgressLogger,
     RunRecorder,
     StopOnRequest,

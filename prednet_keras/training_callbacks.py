@@ -1,6 +1,6 @@
-"""The Keras pieces of a training run (prednet-train's recipe loop): its metric and callbacks.
+"""The Keras pieces of a training run (prednet-train's recipe loop): its callbacks (its metric,
+`LastBatchLoss`, the per-step loss history.csv records, is in models.py with the other models' metrics).
 
-`LastBatchLoss` (the per-step loss history.csv records; in models.py with the other models' metrics),
 `RunRecorder` (history rows, a checkpoint every completed epoch, the best model kept), `StopOnRequest`,
 `FirstCallAnnouncer` and `ProgressLogger` (the progress lines of `run_progress`, per epoch), and what
 they use: `StepLosses` (reading losses without stalling the device), `export_best`, and the
@@ -16,9 +16,8 @@ import time
 import keras
 import numpy as np
 
-from prednet_keras import interrupts, runs
-from prednet_keras.diskwrite import file_sha256
-from prednet_keras.models import LastBatchLoss  # noqa: F401 (named here before models.py held it)
+from prednet_keras import interrupts
+from prednet_keras.diskwrite import file_sha256, write_through_temporary
 from prednet_keras.recipe import learning_rate_at
 from prednet_keras.run_history import draw_loss
 from prednet_keras.run_progress import FirstStep, is_terminal
@@ -154,7 +153,7 @@ class RunRecorder(keras.callbacks.Callback):
             self.model.save_weights(path)
             self._maybe_killed(done, "checkpoint-partial")
 
-        runs.write_through_temporary(checkpoint, save_checkpoint, needed=variables_bytes(self.model))
+        write_through_temporary(checkpoint, save_checkpoint, needed=variables_bytes(self.model))
         self._maybe_killed(done, "checkpoint")
         # Checked when the checkpoint is loaded again (resume) and, for the
         # best epoch's, when model.keras is (prednet-eval).
@@ -395,6 +394,6 @@ def export_best(export_model, folder, after_write=None):
         if after_write is not None:
             after_write()
 
-    runs.write_through_temporary(folder.model_path, save, needed=variables_bytes(export_model))
+    write_through_temporary(folder.model_path, save, needed=variables_bytes(export_model))
 
 

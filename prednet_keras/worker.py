@@ -20,8 +20,9 @@ import os
 import sys
 import time
 
-from prednet_keras import compile_cache, interrupts
+from prednet_keras import interrupts
 from prednet_keras.childproc import exit_status
+from prednet_keras.runtime import compile_cache
 
 __all__ = ["EXIT_INTERRUPTED", "exit_status", "launch", "main", "start"]
 
@@ -112,7 +113,7 @@ def train_main(run_dir, quiet=False, resume=None):
         # e.g. a GPU asked for and not visible.
         effective = runtime.configure(config)
         if config.devices > 1:
-            from prednet_keras import distribution
+            from prednet_keras.runtime import distribution
 
             # Before any model is built: its variables are then created on every device.
             effective["distribution"] = distribution.configure(config.devices, config.device_kind)

@@ -1,6 +1,7 @@
-"""docs/architecture.md is the map of the package: every module has a layer there, no module imports from a
-layer below its own, and no import goes round in a circle. Imports are read from the source (module-level and
-inside functions alike), so a lazy import counts as much as an eager one."""
+"""docs/architecture.md is the map of the package: every module has a layer there, a package's modules share
+its layer, no module imports from a layer below its own, no import goes round in a circle, and what a sealed
+package keeps private (a leading underscore) is used only inside it. Imports are read from the source
+(module-level and inside functions alike), so a lazy import counts as much as an eager one."""
 
 import ast
 import re
@@ -8,6 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "prednet_keras"
+# Packages whose private names no code outside them uses (the package's own code, the tests and scripts/).
+SEALED_PACKAGES = ("prednet_keras.runtime",)
 
 
 def modules():
@@ -55,9 +58,12 @@ def layers():
 
 
 def layer_of(module, table):
+    """The layer of the longest entry that is `module` or a package holding it; the package root's entry
+    places the root module only, so every other module must be named."""
     best = None
     for prefix, layer in table.items():
-        if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > len(best)):
+        holds = module == prefix or (prefix != "prednet_keras" and module.startswith(prefix + "."))
+        if holds and (best is None or len(prefix) > len(best)):
             best = prefix
     return None if best is None else table[best]
 
@@ -71,6 +77,15 @@ def test_every_module_has_a_place_on_the_map():
     table = layers()
     unplaced = sorted(name for name in modules() if layer_of(name, table) is None)
     assert not unplaced, f"modules docs/architecture.md does not place: {unplaced}"
+
+
+def test_a_packages_modules_share_its_layer():
+    table = layers()
+    apart = [f"{name} ({layer_of(name, table)[1]}) in {package} ({layer_of(package, table)[1]})"
+             for name in modules() for package in table
+             if package != "prednet_keras" and name.startswith(package + ".")
+             and layer_of(name, table) != layer_of(package, table)]
+    assert not apart, "modules placed outside their package's layer:\n" + "\n".join(sorted(apart))
 
 
 def test_no_module_imports_from_a_lower_layer():
@@ -114,3 +129,45 @@ def test_no_import_cycles():
         if node not in index:
             visit(node)
     assert not cycles, f"import cycles: {cycles}"
+
+
+def private_uses(path, sealed):
+    """"module.name" for each private name of the sealed package `sealed` that the file at `path` imports
+    or reads from one of the package's names (monkeypatch.setattr's string form included)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bound = {}  # local name -> what of the sealed package it names
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound.update((alias.asname or alias.name, alias.name) for alias in node.names
+                         if alias.name == sealed or alias.name.startswith(sealed + "."))
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            inside = node.module == sealed or node.module.startswith(sealed + ".")
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if inside and alias.name.startswith("_"):
+                    found.append(full)
+                elif full == sealed or full.startswith(sealed + "."):
+                    bound[alias.asname or alias.name] = full
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            owner, name = node.value, node.attr
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "setattr" and len(node.args) > 1
+              and isinstance(node.args[1], ast.Constant)):
+            owner, name = node.args[0], node.args[1].value
+        else:
+            continue
+        if (isinstance(owner, ast.Name) and owner.id in bound and isinstance(name, str)
+                and name.startswith("_") and not name.startswith("__")):
+            found.append(f"{bound[owner.id]}.{name}")
+    return found
+
+
+def test_a_sealed_packages_private_names_stay_inside_it():
+    files = [*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "scripts").rglob("*.py")]
+    used = []
+    for sealed in SEALED_PACKAGES:
+        inside = ROOT.joinpath(*sealed.split("."))
+        used += [f"{path.relative_to(ROOT)}: {name}" for path in files if inside not in path.parents
+                 for name in private_uses(path, sealed)]
+    assert not used, "private names used outside their package:\n" + "\n".join(sorted(used))

@@ -1,6 +1,6 @@
 """`prednet-env`: the environment fingerprint and the effective run settings.
 
-The settings are applied in a child process (`runtime_probe`: a process can be
+The settings are applied in a child process (`runtime.probe`: a process can be
 configured only once, before its framework starts), which reports what is in
 force; this command prints requested vs effective next to the fingerprint.
 """
@@ -10,8 +10,8 @@ import json
 import click
 
 from prednet_keras import records, runtime
-from prednet_keras.runtime_probe import probe
 from prednet_keras.cli.options import runtime_config, runtime_options
+from prednet_keras.runtime.probe import probe
 
 # The settings shown side by side, in this order.
 _SETTINGS = (

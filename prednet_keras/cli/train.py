@@ -318,7 +318,7 @@ def _train_config(options):
 
 def _runtime_config(options, config=None):
     """The RuntimeConfig of a new run; with `config` (a --model prednet run), its batches checked against --devices."""
-    from prednet_keras import distribution
+    from prednet_keras.runtime import distribution
 
     runtime = runtime_config(options)
     problem = distribution.request_problem(runtime.backend, runtime.device, runtime.devices)

@@ -19,7 +19,7 @@ import contextlib
 import tomllib
 from pathlib import Path
 
-from prednet_keras import runs as run_folders
+from prednet_keras.diskwrite import atomic_write, atomic_write_json
 from prednet_keras.study import archive
 from prednet_keras.study.confirmatory import PlanError, analyse, plan_from_dict
 from prednet_keras.study.report import code_used, output_folder
@@ -315,6 +315,6 @@ def write_confirmatory(sources, plan_path, output, plot=True, overwrite=False):
         result["plot"] = CONFIRMATORY_PNG
         files.append(CONFIRMATORY_PNG)
     result["files"] = files
-    run_folders.atomic_write_json(output / CONFIRMATORY_JSON, result)
-    run_folders.atomic_write(output / CONFIRMATORY_MD, render_markdown(result))
+    atomic_write_json(output / CONFIRMATORY_JSON, result)
+    atomic_write(output / CONFIRMATORY_MD, render_markdown(result))
     return result

@@ -7,7 +7,7 @@ and its loss curve, the outcome written to OUTPUT/repeat.json.
 
 import os
 
-from prednet_keras import runs
+from prednet_keras.diskwrite import atomic_write_json
 from prednet_keras.study.determinism_audit import determinism_audit
 from prednet_keras.study.run_records import load_run
 
@@ -49,5 +49,5 @@ def audit_repeats(parent, folders, deterministic_requested):
     audit = {"repeats": len(records), "bit_identical": identical(compared),
              "deterministic_requested": bool(deterministic_requested), "runs": records}
     path = os.path.join(parent, REPEAT_FILE)
-    runs.atomic_write_json(path, audit)
+    atomic_write_json(path, audit)
     return dict(audit, path=path)

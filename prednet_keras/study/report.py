@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from prednet_keras import runs as run_folders
+from prednet_keras.diskwrite import atomic_write, atomic_write_json
 from prednet_keras.study import archive
 from prednet_keras.study.comparisons import compare_configurations
 from prednet_keras.study.configurations import (
@@ -451,6 +452,6 @@ def make_report(dirs, output, options=None, overwrite=False):
     report["files"] = [REPORT_MD, REPORT_JSON] + files
     # Compact: report.md is the human-readable form, and indentation made the
     # published report.json files nearly twice as large.
-    run_folders.atomic_write_json(output / REPORT_JSON, report, compact=True)
-    run_folders.atomic_write(output / REPORT_MD, render_markdown(report))
+    atomic_write_json(output / REPORT_JSON, report, compact=True)
+    atomic_write(output / REPORT_MD, render_markdown(report))
     return report

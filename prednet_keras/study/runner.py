@@ -36,6 +36,7 @@ from pathlib import Path
 
 from prednet_keras import _backend_choice, model_kinds, runlock, runs
 from prednet_keras.code_provenance import code_provenance
+from prednet_keras.diskwrite import atomic_write_json
 from prednet_keras.study import archive, starting_points
 from prednet_keras.study.local_executor import LocalExecutor
 from prednet_keras.study.one_run import PARTIAL, RUNS, run_folder
@@ -147,7 +148,7 @@ def _record_study(spec, study_dir, spec_path, command, cache_folder=None):
                                   "host": os.uname().nodename,
                                   "compile_cache": os.fspath(cache_folder) if cache_folder else None,
                                   "code": code_provenance()})
-    runs.atomic_write_json(path, record)
+    atomic_write_json(path, record)
 
 
 # The same for runtime options.
@@ -281,7 +282,7 @@ def run_study(spec, study_dir, *, workers=None, only=None, spec_path=None, comma
         retries: with executor "ray": further attempts of a run whose worker
             died (default ray_executor.DEFAULT_RETRIES).
         share_compilation: with executor "local": JAX runs share the study's
-            compilation cache (compile_cache.py), recorded in study.json's
+            compilation cache (runtime/compile_cache.py), recorded in study.json's
             invocation; False compiles in every process.
 
     Returns:

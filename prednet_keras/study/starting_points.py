@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from prednet_keras import runs
+from prednet_keras.diskwrite import atomic_write_json
 
 __all__ = ["SEED_RECORD", "StartingPointError", "StartingPoints", "start", "seed_folder", "read_seed_record"]
 
@@ -247,7 +247,7 @@ def _make(request):
             record["ulp_checksum"] = starting_point.write_initial_weights(folder / ULP_WEIGHTS, weights, seed)
             record["ulp_file"] = ULP_WEIGHTS
         # Written last: a seed folder without it is remade.
-        runs.atomic_write_json(folder / SEED_RECORD, record)
+        atomic_write_json(folder / SEED_RECORD, record)
 
 
 def main(argv=None):

@@ -46,7 +46,7 @@ bench torch-compiled-float32-b4 300 90 --backend torch --jit-compile --batch-siz
 bench torch-compiled-bf16-b4 300 90 --backend torch --jit-compile --precision mixed_bfloat16 --batch-size 4
 # CUDA graphs for the compiled step, only when named in PERF_ONLY: PyTorch's switch for Inductor's cudagraphs
 # (what torch.compile's mode "reduce-overhead" sets), which Keras' jit_compile=True does not expose. The run's
-# record lists the variable (runtime_environment.RECORDED_ENVIRONMENT).
+# record lists the variable (prednet_keras.runtime.RECORDED_ENVIRONMENT).
 for b in 16 4; do
     [[ " ${PERF_ONLY:-} " == *" torch-compiled-cudagraphs-b$b "* ]] || continue
     TORCHINDUCTOR_CUDAGRAPHS=1 bench "torch-compiled-cudagraphs-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"

@@ -1,18 +1,15 @@
 """RuntimeConfig, environment_for, unsupported_settings and verify: pure logic, no child process
-except the check that runtime.py imports no framework."""
+except the check that the runtime package imports no framework."""
 
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from prednet_keras import runtime, runtime_precision
-from prednet_keras.runtime import NOT_AVAILABLE, RuntimeConfig, RuntimeSetupError, environment_for
-
-RUNTIME_PY = Path(runtime.__file__)
+from prednet_keras import runtime
+from prednet_keras.runtime import NOT_AVAILABLE, RuntimeConfig, RuntimeSetupError, environment_for, precision
 
 
 # ------------------------------------------------------------------------- config
@@ -54,11 +51,10 @@ def test_config_normalises_devices_and_round_trips():
     assert RuntimeConfig.from_dict(dict(old, precision="mixed_bfloat16")).precision == "mixed_bfloat16"
 
 
-def test_a_gpu_without_bfloat16_is_named(monkeypatch):
-    monkeypatch.setattr(runtime_precision, "_gpu_capability", lambda backend: (7, 0))
-    assert "compute capability 7.0" in runtime_precision._bf16_gpu_problem("torch")
-    monkeypatch.setattr(runtime_precision, "_gpu_capability", lambda backend: (9, 0))
-    assert runtime_precision._bf16_gpu_problem("torch") is None
+def test_a_gpu_without_bfloat16_is_named():
+    assert "compute capability 7.0" in precision.bf16_capability_problem((7, 0))
+    assert precision.bf16_capability_problem((9, 0)) is None
+    assert precision.bf16_capability_problem(None) is None
 
 
 def test_interop_threads_follow_threads_except_on_jax():
@@ -241,20 +237,18 @@ def test_verify_accepts_not_available_only_when_not_strict():
 
 
 # ----------------------------------------------------------- no framework imported
-def test_runtime_module_imports_no_framework():
-    """runtime.py loaded on its own (not through the package, which imports Keras)
-    computes environments, checks and a fingerprint without importing a framework."""
-    code = f"""
-import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("standalone_runtime", {str(RUNTIME_PY)!r})
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
+def test_runtime_package_imports_no_framework():
+    """The runtime package, imported in a fresh process, computes environments, checks and a fingerprint
+    without importing a framework."""
+    code = """
+import json, sys
+from prednet_keras import runtime as module
 config = module.RuntimeConfig(backend="torch", device="gpu:0", threads=2, deterministic=True)
 module.environment_for(config)
 module.unsupported_settings(config)
 fp = module.fingerprint()
 loaded = [m for m in ("keras", "tensorflow", "jax", "torch") if m in sys.modules]
-print(json.dumps({{"loaded": loaded, "keys": sorted(fp)}}))
+print(json.dumps({"loaded": loaded, "keys": sorted(fp)}))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -264,8 +258,6 @@ print(json.dumps({{"loaded": loaded, "keys": sorted(fp)}}))
 
 
 def test_a_run_records_whether_it_shared_the_gpu_through_mps():
-    from prednet_keras.runtime_environment import relevant_environment
-
-    recorded = relevant_environment({"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps/pipe", "HOME": "/root",
-                                     "XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+    recorded = runtime.relevant_environment({"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps/pipe", "HOME": "/root",
+                                             "XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
     assert recorded == {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps/pipe", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}

@@ -57,7 +57,7 @@ def test_without_the_shared_cache_runs_start_in_order():
 def test_only_jax_runs_get_the_cache_and_the_command_line_can_refuse_it(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from prednet_keras import compile_cache
+    from prednet_keras.runtime import compile_cache
     from prednet_keras.cli.study import main as study_cli
     from prednet_keras.runtime import RuntimeConfig
     from prednet_keras.study import runner
@@ -86,7 +86,7 @@ def test_only_jax_runs_get_the_cache_and_the_command_line_can_refuse_it(tmp_path
 
 
 def test_each_executor_says_which_cache_its_runs_share(tmp_path):
-    from prednet_keras import compile_cache
+    from prednet_keras.runtime import compile_cache
     from prednet_keras.study import runner
 
     jax_arm, tf_arm = (Configuration(n, {"backend": b, "device": "cpu"}, {}) for n, b in (("j", "jax"), ("t", "tensorflow")))
@@ -237,7 +237,7 @@ def test_runs_start_as_their_seeds_appear(tmp_path, monkeypatch):
 def test_a_training_process_waits_at_its_gate_until_the_file_exists(tmp_path, monkeypatch):
     import threading
 
-    from prednet_keras import compile_cache
+    from prednet_keras.runtime import compile_cache
 
     said = []
     monkeypatch.delenv(compile_cache.GATE_ENV, raising=False)

@@ -325,7 +325,7 @@ def test_the_study_windows_unroll_is_one_train_option_recorded_rolled_before_it_
     from pathlib import Path
 
     from prednet_keras.study import runner
-    from prednet_keras.study_train import StudyConfig
+    from prednet_keras.model_kinds.study_config import StudyConfig
 
     path = Path(__file__).resolve().parents[2] / "docs" / "study" / "chainer-configurations.toml"
     spec = load_spec(path)
@@ -356,7 +356,7 @@ def test_every_option_a_spec_can_set_has_a_rule():
     from prednet_keras.runtime import RuntimeConfig
     from prednet_keras.study import spec_rules
     from prednet_keras.study.report import ReportOptions
-    from prednet_keras.study_train import StudyConfig
+    from prednet_keras.model_kinds.study_config import StudyConfig
     from prednet_keras.train import TrainConfig
 
     for model, cls in (("prednet", TrainConfig), ("prednet-chainer", StudyConfig), ("autoencoder", StudyConfig)):

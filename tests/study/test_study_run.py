@@ -271,7 +271,7 @@ def test_a_jax_run_that_loaded_the_shared_compilation_cache_equals_one_that_comp
     # compiled training step. Same seed, same starting point, deterministic: the numbers must be the same.
     import numpy as np
 
-    from prednet_keras import compile_cache
+    from prednet_keras.runtime import compile_cache
 
     spec = tmp_path / "jax.toml"
     spec.write_text(JAX_SPEC)

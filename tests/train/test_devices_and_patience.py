@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import distribution
 from prednet_keras.cli.train import main as train_main
+from prednet_keras.runtime import distribution
 from tests.train.conftest import TINY, train
 
 SIMULATED = {"XLA_FLAGS": f"{distribution.CPU_DEVICES_FLAG}=4"}

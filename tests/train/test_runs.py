@@ -5,14 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from prednet_keras import runs
+from prednet_keras import diskwrite, runs
 from prednet_keras.train import TrainConfig, learning_rate_at
 from prednet_keras.training_data import EpochBatches, augment_sequence, pass_order
 
 
 def test_atomic_write_replaces_whole_file(tmp_path):
     target = tmp_path / "x.json"
-    runs.atomic_write_json(target, {"a": 1, "inf": float("inf")})
+    diskwrite.atomic_write_json(target, {"a": 1, "inf": float("inf")})
     assert json.loads(target.read_text()) == {"a": 1, "inf": None}
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
 
@@ -27,14 +27,14 @@ def test_interrupted_write_keeps_old_file_and_leaves_no_temporary(tmp_path):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        runs.write_through_temporary(target, crash_midway)
+        diskwrite.write_through_temporary(target, crash_midway)
     assert target.read_bytes() == b"complete old model"
     assert [p.name for p in tmp_path.iterdir()] == ["model.keras"]
 
 
 def test_temporary_keeps_the_suffix_keras_needs(tmp_path):
     seen = []
-    runs.write_through_temporary(tmp_path / "checkpoints" / "epoch-0001.weights.h5", lambda p: (seen.append(p), open(p, "wb").close()))
+    diskwrite.write_through_temporary(tmp_path / "checkpoints" / "epoch-0001.weights.h5", lambda p: (seen.append(p), open(p, "wb").close()))
     assert seen[0].endswith(".weights.h5")
     assert (tmp_path / "checkpoints" / "epoch-0001.weights.h5").is_file()
 

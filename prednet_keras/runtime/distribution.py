@@ -82,7 +82,7 @@ def configure(devices, device_kind):
     """
     import keras
 
-    from prednet_keras.runtime import RuntimeSetupError
+    from prednet_keras.runtime.process import RuntimeSetupError
 
     problem = request_problem(keras.backend.backend(), device_kind, devices)
     if problem:

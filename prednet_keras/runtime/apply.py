@@ -4,7 +4,17 @@ backend sees none. Imports only the backend being configured, when asked."""
 
 import os
 
-from prednet_keras.runtime_process import _GPU_PLATFORMS, RuntimeSetupError
+from prednet_keras.runtime.process import GPU_PLATFORMS, RuntimeSetupError
+
+
+def apply_switches(config):
+    """Applies the in-process switches of `config` on its backend (imported here).
+
+    Raises:
+        RuntimeSetupError: the backend started before and can no longer take a switch, or cannot run on
+            the device asked for.
+    """
+    _SWITCHES[config.backend](config)
 
 
 def _apply_tensorflow(config):
@@ -96,7 +106,7 @@ def _apply_jax(config):
             f"{config.device}: {_why_jax_failed(error)}. Refusing to run elsewhere. "
             + (_NO_GPU_ADVICE["jax"] if config.device_kind == "gpu" else "")
         ) from None
-    if config.device_kind == "gpu" and not any(d.platform in _GPU_PLATFORMS for d in devices):
+    if config.device_kind == "gpu" and not any(d.platform in GPU_PLATFORMS for d in devices):
         raise RuntimeSetupError(
             f"Device {config.device} requested but JAX sees only {[str(d) for d in devices]}. "
             + _NO_GPU_ADVICE["jax"]
@@ -134,4 +144,4 @@ _NO_GPU_ADVICE = {
     ),
 }
 
-_APPLY = {"tensorflow": _apply_tensorflow, "jax": _apply_jax, "torch": _apply_torch}
+_SWITCHES = {"tensorflow": _apply_tensorflow, "jax": _apply_jax, "torch": _apply_torch}

@@ -1,76 +1,12 @@
-"""Run set-up: backend, device, CPU threads, determinism, cuDNN, TF32, oneDNN, XLA and the
-numeric precision, applied before the framework starts, read back afterwards, and recorded.
-
-Most of these switches are fixed when a framework is imported or first touches a
-device, so a process can be configured once. The intended use is one process per
-run:
-
-    parent:  childproc.start(["-m", MODULE, ...], config)   # environment_for(config), no framework imported
-    child:   effective = configure(config)            # first thing, before any model
-             ...                                      # (or configure_from_environment())
-
-`configure` refuses (RuntimeSetupError) when the process already runs a framework
-with settings that can no longer change, applies the in-process switches, reads
-back what is in force and refuses again if a requested setting did not take effect.
-`fingerprint()` describes the machine and software for the run's manifest.
-
-This module is the entry point: the RuntimeConfig record and its rules, and
-`configure`. The parts it puts together are modules of their own, and their public
-names are importable from here: runtime_environment (environment_for, the recorded
-variables), runtime_process (this process's state, the error), runtime_apply (the
-in-process switches of each backend), runtime_precision (bfloat16), runtime_readback
-(read_back, verify) and runtime_fingerprint (fingerprint).
-
-None of them imports a framework at module level; they import only the backend
-being configured, and `fingerprint`/`read_back` look only at frameworks that are
-already imported. See docs/runtime.md for what each switch means per backend.
-"""
+"""What a run process asks for (RuntimeConfig) and which of it its backend and device can honour
+(unsupported_settings), checked without touching the process. No framework at import."""
 
 import dataclasses
-import importlib
-import json
 import os
 import re
 from dataclasses import dataclass
 
-from prednet_keras.runtime_apply import _APPLY
-from prednet_keras.runtime_environment import (
-    CONFIG_ENV,
-    RECORDED_ENVIRONMENT,
-    environment_for,
-    relevant_environment,
-)
-from prednet_keras.runtime_fingerprint import fingerprint
-from prednet_keras.runtime_precision import _apply_precision, precision_problem
-from prednet_keras.runtime_process import (
-    _CONFIGURED,
-    BACKENDS,
-    NOT_AVAILABLE,
-    RuntimeSetupError,
-    _available_cpus,
-    _check_process_state,
-    _pin_cpus,
-)
-from prednet_keras.runtime_readback import read_back, verify
-
-__all__ = [
-    "BACKENDS",
-    "NOT_AVAILABLE",
-    "RECORDED_ENVIRONMENT",
-    "RuntimeConfig",
-    "RuntimeSetupError",
-    "configure",
-    "configure_from_environment",
-    "environment_for",
-    "fingerprint",
-    "precision_problem",
-    "read_back",
-    "record",
-    "relevant_environment",
-    "unsupported_message",
-    "unsupported_settings",
-    "verify",
-]
+from prednet_keras.runtime import process
 
 # Keras dtype policies a run may ask for: float32 throughout, or float32 variables with
 # bfloat16 activations (PredNet keeps its cell state, the error against the frame, the error
@@ -139,8 +75,8 @@ class RuntimeConfig:
     devices: int = 1
 
     def __post_init__(self):
-        if self.backend not in BACKENDS:
-            raise ValueError(f"Unknown backend {self.backend!r}: expected one of {list(BACKENDS)}.")
+        if self.backend not in process.BACKENDS:
+            raise ValueError(f"Unknown backend {self.backend!r}: expected one of {list(process.BACKENDS)}.")
         device = str(self.device).strip().lower()
         match = _DEVICE_RE.match(device)
         if not match:
@@ -235,7 +171,7 @@ def unsupported_settings(config, available_cpus=None):
         if not hasattr(os, "sched_setaffinity"):
             problems["threads"] = "JAX threads are set through CPU affinity, which this OS does not offer."
         else:
-            cpus = _available_cpus() if available_cpus is None else available_cpus
+            cpus = process.available_cpus() if available_cpus is None else available_cpus
             if config.threads > cpus:
                 problems["threads"] = (
                     f"JAX threads are set by pinning the process to CPUs; only {cpus} "
@@ -263,7 +199,7 @@ def unsupported_message(config, problems):
     )
 
 
-def _jit_compile_for(config, problems):
+def jit_compile_for(config, problems):
     """The Keras `jit_compile` argument that matches the config."""
     if config.xla is not None and "xla" not in problems:
         return config.xla
@@ -273,110 +209,3 @@ def _jit_compile_for(config, problems):
         # Keras' own choice too: torch.compile only when asked for.
         return False
     return "auto"
-
-
-
-# ------------------------------------------------------------------------- configure
-def configure(config, check=True):
-    """Sets up this process for `config`. Call it before building any model.
-
-    Order: refuse unsupported settings (strict) and a process whose framework
-    already started with other settings; set the environment; pin CPUs (JAX
-    threads); import the backend; apply the in-process switches; check the
-    device; read back; verify.
-
-    Args:
-        config: a RuntimeConfig.
-        check: run `verify` on the result (refuse to start when a requested
-            setting did not take effect).
-
-    Returns:
-        the effective settings (see `read_back`), plus "jit_compile" (the value
-        to pass to Keras' compile), "cpu_ids" when CPUs were pinned, and
-        "not_available" {field: reason} for settings recorded as not available.
-
-    Raises:
-        RuntimeSetupError: see above; also when the process was configured before
-            with a different config.
-    """
-    if _CONFIGURED["config"] is not None:
-        if _CONFIGURED["config"] == config:
-            return dict(_CONFIGURED["effective"])
-        raise RuntimeSetupError(
-            f"This process was already configured with {_CONFIGURED['config']}; a process can "
-            "be configured once. Start a fresh process for another configuration."
-        )
-    problems = unsupported_settings(config)
-    if problems and config.strict:
-        raise RuntimeSetupError(unsupported_message(config, problems))
-    try:
-        target = environment_for(config, os.environ)
-    except ValueError as error:
-        raise RuntimeSetupError(str(error)) from None
-    changed = sorted(k for k in set(target) | set(os.environ) if target.get(k) != os.environ.get(k))
-    _check_process_state(config, target, changed)
-    for key in changed:
-        if key in target:
-            os.environ[key] = target[key]
-        else:
-            os.environ.pop(key, None)
-
-    cpu_ids = None
-    if config.backend == "jax" and config.threads is not None and "threads" not in problems:
-        cpu_ids = _pin_cpus(config.threads)
-
-    keras = importlib.import_module("keras")
-    if keras.backend.backend() != config.backend:
-        raise RuntimeSetupError(
-            f"Keras started with the {keras.backend.backend()} backend instead of {config.backend}."
-        )
-    _APPLY[config.backend](config)
-    precision_problem = _apply_precision(keras, config)
-    effective = read_back()
-    if config.device_kind == "cpu" and effective.get("device") != "cpu":
-        raise RuntimeSetupError(
-            f"A CPU run was requested but {config.backend} still sees {effective.get('devices')}."
-        )
-    effective["jit_compile"] = _jit_compile_for(config, problems)
-    if cpu_ids is not None:
-        effective["cpu_ids"] = cpu_ids
-    if precision_problem is not None:
-        if config.strict:
-            raise RuntimeSetupError(precision_problem)
-        problems["precision"] = precision_problem
-    effective["not_available"] = dict(problems)
-    for key in problems:
-        effective[key] = NOT_AVAILABLE
-    if check:
-        verify(config, effective)
-    _CONFIGURED["config"] = config
-    _CONFIGURED["effective"] = dict(effective)
-    return effective
-
-
-def configure_from_environment(check=True):
-    """`configure` with the RuntimeConfig a parent put in the environment.
-
-    Args:
-        check: as in `configure`.
-
-    Returns:
-        (config, effective settings).
-    """
-    text = os.environ.get(CONFIG_ENV)
-    if not text:
-        raise RuntimeSetupError(
-            f"{CONFIG_ENV} is not set: start this process with environment_for(config) (childproc.start does)."
-        )
-    config = RuntimeConfig.from_dict(json.loads(text))
-    return config, configure(config, check=check)
-
-
-def record(config, effective):
-    """What a run manifest should keep about its set-up.
-
-    Args:
-        config: the requested RuntimeConfig.
-        effective: what `configure` returned.
-    """
-    return {"requested": config.to_dict(), "effective": effective, "fingerprint": fingerprint()}

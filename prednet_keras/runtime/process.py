@@ -8,7 +8,8 @@ import sys
 BACKENDS = ("tensorflow", "jax", "torch")
 NOT_AVAILABLE = "not available"
 
-_GPU_PLATFORMS = ("gpu", "cuda", "rocm")
+# The platform names under which JAX lists a GPU.
+GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 
 # One configuration per process; configure() remembers it.
 _CONFIGURED = {"config": None, "effective": None}
@@ -18,7 +19,19 @@ class RuntimeSetupError(RuntimeError):
     """A run cannot be set up as requested (unsupported, too late, or not in force)."""
 
 
-def _available_cpus():
+def configured():
+    """(config, effective settings) this process was configured with, or (None, None) before `configure`."""
+    return _CONFIGURED["config"], _CONFIGURED["effective"]
+
+
+def remember(config, effective):
+    """Records that this process is now configured with `config`: a process is configured once."""
+    _CONFIGURED["config"] = config
+    _CONFIGURED["effective"] = dict(effective)
+
+
+def available_cpus():
+    """How many CPUs this process may run on."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
@@ -36,7 +49,7 @@ def _jax_initialised():
         return True
 
 
-def _check_process_state(config, target, changed):
+def check_process_state(config, target, changed):
     """Raises when this process already runs a framework the config cannot reach."""
     keras = sys.modules.get("keras")
     if keras is not None:
@@ -67,7 +80,7 @@ def _check_process_state(config, target, changed):
         )
 
 
-def _pin_cpus(count):
+def pin_cpus(count):
     """Pins every thread of this process to the first `count` allowed CPUs.
 
     Threads created earlier (BLAS pools started by numpy) are pinned too, since

@@ -11,11 +11,11 @@ import shutil
 import subprocess
 import sys
 
-from prednet_keras.runtime_environment import relevant_environment
-from prednet_keras.runtime_process import _CONFIGURED, BACKENDS, _available_cpus
+from prednet_keras.runtime.environment import relevant_environment
+from prednet_keras.runtime.process import BACKENDS, available_cpus, configured
 
 
-def _bf16_support(device):
+def bf16_support(device):
     """How this machine computes bfloat16: recorded beside a mixed precision."""
     if device == "gpu":
         return "GPU"
@@ -25,7 +25,6 @@ def _bf16_support(device):
     if native:
         return "CPU with bfloat16 instructions (" + ", ".join(native) + ")"
     return "CPU without bfloat16 instructions: converted to and from float32, often slower than float32"
-
 
 
 def _read_text(path):
@@ -40,7 +39,7 @@ def _cpu_info():
     info = {
         "machine": platform.machine(),
         "logical_cores": os.cpu_count(),
-        "available_cores": _available_cpus(),
+        "available_cores": available_cpus(),
     }
     cpuinfo = _read_text("/proc/cpuinfo")
     if cpuinfo:
@@ -149,11 +148,12 @@ def _blas_info():
 def _framework_gpu_info():
     """GPU facts from the frameworks already imported and configured in this process."""
     info = {}
-    if _CONFIGURED["config"] is None:
+    config, _ = configured()
+    if config is None:
         # Asking a framework about devices starts it; before configure() that
         # would fix its settings, so only configured processes ask.
         return info
-    backend = _CONFIGURED["config"].backend
+    backend = config.backend
     try:
         if backend == "torch":
             import torch

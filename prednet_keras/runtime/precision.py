@@ -3,10 +3,10 @@ and setting the Keras dtype policy. Imports Keras only when asked."""
 
 import importlib
 
-from prednet_keras.runtime_readback import read_back
+from prednet_keras.runtime.readback import read_back
 
 
-def _apply_precision(keras, config):
+def apply_precision(keras, config):
     """Sets the Keras dtype policy of `config`; returns why it cannot run here, or None.
 
     The policy is always set, float32 included, so that a policy left over in the
@@ -37,7 +37,7 @@ def precision_problem(precision, device_kind=None):
     keras = importlib.import_module("keras")
     backend = keras.backend.backend()
     if (device_kind or read_back()["device"]) == "gpu":
-        problem = _bf16_gpu_problem(backend)
+        problem = bf16_capability_problem(_gpu_capability(backend))
         if problem is not None:
             return problem
     try:
@@ -50,9 +50,9 @@ def precision_problem(precision, device_kind=None):
     return None if got == "bfloat16" else f"a bfloat16 convolution returned {got}"
 
 
-def _bf16_gpu_problem(backend):
-    """Why the GPU cannot compute in bfloat16 (compute capability below 8.0), or None."""
-    capability = _gpu_capability(backend)
+def bf16_capability_problem(capability):
+    """Why a GPU of compute `capability` (major, minor) cannot compute in bfloat16, or None (also when the
+    capability is unknown: the convolution tried then decides)."""
     if capability is not None and capability < (8, 0):
         return (
             f"the GPU has compute capability {capability[0]}.{capability[1]}; bfloat16 arithmetic needs 8.0 "

@@ -5,7 +5,7 @@ settings in a fresh child exactly as a training run's process applies them, and 
 what is in force and the environment fingerprint:
 
     parent:  probe(config)      # no framework here
-             -> python -m prednet_keras.runtime_probe RESULT_JSON   (environment: runtime.environment_for)
+             -> python -m prednet_keras.runtime.probe RESULT_JSON   (environment: runtime.environment_for)
     child:   runtime.configure_from_environment(); write {"ok", "requested", "effective", "fingerprint"}
 
 `prednet-env` prints the report. No framework at import.
@@ -38,7 +38,7 @@ def probe(config, timeout=600):
     with tempfile.TemporaryDirectory(prefix="prednet-env-") as scratch:
         result_path = os.path.join(scratch, "result.json")
         try:
-            completed = childproc.run(["-m", "prednet_keras.runtime_probe", result_path], config,
+            completed = childproc.run(["-m", "prednet_keras.runtime.probe", result_path], config,
                                       capture_output=True, text=True, timeout=timeout)
         except ValueError as error:  # environment_for: a GPU index out of range
             raise runtime.RuntimeSetupError(str(error)) from None
@@ -79,5 +79,5 @@ def _child(result_path):
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m prednet_keras.runtime_probe RESULT_JSON (started by runtime_probe.probe)")
+        sys.exit("usage: python -m prednet_keras.runtime.probe RESULT_JSON (started by runtime.probe.probe)")
     _child(sys.argv[1])

@@ -32,7 +32,7 @@ FOLDER = ".jax-compilation-cache"
 # The limit JAX evicts the least recently used entries above; a study's programs take tens of MB.
 MAX_BYTES = 2 * 1024**3
 
-# The variables the training process gets, also recorded with each run (runtime_environment.RECORDED_ENVIRONMENT).
+# The variables the training process gets, also recorded with each run (environment.RECORDED_ENVIRONMENT).
 DIR_ENV = "JAX_COMPILATION_CACHE_DIR"
 MAX_SIZE_ENV = "JAX_COMPILATION_CACHE_MAX_SIZE"
 

@@ -5,21 +5,16 @@ import importlib
 import os
 import sys
 
-from prednet_keras.runtime_environment import (
-    _XLA_DETERMINISTIC,
-    _XLA_AUTOTUNE,
-    _XLA_EIGEN_THREADS,
-    _truthy,
-    _xla_flag,
+from prednet_keras.runtime.environment import (
+    XLA_AUTOTUNE,
+    XLA_DETERMINISTIC,
+    XLA_EIGEN_THREADS,
     relevant_environment,
+    truthy,
+    xla_flag,
 )
-from prednet_keras.runtime_fingerprint import _bf16_support
-from prednet_keras.runtime_process import (
-    _GPU_PLATFORMS,
-    NOT_AVAILABLE,
-    RuntimeSetupError,
-    _available_cpus,
-)
+from prednet_keras.runtime.machine import bf16_support
+from prednet_keras.runtime.process import GPU_PLATFORMS, NOT_AVAILABLE, RuntimeSetupError, available_cpus
 
 
 def read_back():
@@ -43,14 +38,14 @@ def read_back():
     out = {
         "backend": backend,
         "keras_version": keras.__version__,
-        "cpu_affinity": _available_cpus(),
+        "cpu_affinity": available_cpus(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
     out.update({"tensorflow": _read_tensorflow, "jax": _read_jax, "torch": _read_torch}[backend]())
     out["precision"] = keras.config.dtype_policy().name
     if out["precision"] != "float32":
-        out["bf16_support"] = _bf16_support(out.get("device"))
+        out["bf16_support"] = bf16_support(out.get("device"))
     out["environment"] = relevant_environment()
     return out
 
@@ -143,21 +138,21 @@ def _read_jax():
     import jax
 
     devices = jax.devices()
-    gpus = [d for d in devices if d.platform in _GPU_PLATFORMS]
+    gpus = [d for d in devices if d.platform in GPU_PLATFORMS]
     flags = os.environ.get("XLA_FLAGS", "")
     precision = jax.config.jax_default_matmul_precision
-    eigen = _xla_flag(flags, _XLA_EIGEN_THREADS)
+    eigen = xla_flag(flags, XLA_EIGEN_THREADS)
     return {
         "backend_version": jax.__version__,
         "device": "gpu" if gpus else "cpu",
         "devices": [f"{d.platform}:{d.id} {getattr(d, 'device_kind', '')}".strip() for d in devices],
         "gpu_count": len(gpus),
-        "threads": _available_cpus(),  # the CPU thread pool follows affinity
+        "threads": available_cpus(),  # the CPU thread pool follows affinity
         "interop_threads": None,
-        "eigen_multithread": eigen is None or _truthy(eigen),
+        "eigen_multithread": eigen is None or truthy(eigen),
         # XLA parses XLA_FLAGS when it starts (and aborts on unknown flags), so the
         # process environment is what the compiler runs with.
-        "deterministic": _truthy(_xla_flag(flags, _XLA_DETERMINISTIC)),
+        "deterministic": truthy(xla_flag(flags, XLA_DETERMINISTIC)),
         "cudnn": True if gpus else None,
         "matmul_precision": None if precision is None else str(precision),
         # JAX's default precision lets NVIDIA GPUs use TF32 for float32.
@@ -165,7 +160,7 @@ def _read_jax():
         "tf32_applies": bool(gpus),
         "onednn": None,
         # XLA's default level times candidates; level 0 takes its fixed choice.
-        "autotune": bool(gpus) and _xla_flag(flags, _XLA_AUTOTUNE) not in ("0",),
+        "autotune": bool(gpus) and xla_flag(flags, XLA_AUTOTUNE) not in ("0",),
         "platforms": jax.config.jax_platforms,
         "preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
     }

@@ -13,11 +13,11 @@ PARENT_CVD_ENV = "PREDNET_PARENT_CUDA_VISIBLE_DEVICES"
 _UNSET = "<unset>"
 
 # Managed XLA flags (removed from the inherited XLA_FLAGS, then set as the config says).
-_XLA_DETERMINISTIC = "--xla_gpu_deterministic_ops"
-_XLA_EIGEN_THREADS = "--xla_cpu_multi_thread_eigen"
+XLA_DETERMINISTIC = "--xla_gpu_deterministic_ops"
+XLA_EIGEN_THREADS = "--xla_cpu_multi_thread_eigen"
 # Managed only when the config says (autotune None keeps a user's own level).
-_XLA_AUTOTUNE = "--xla_gpu_autotune_level"
-_MANAGED_XLA_FLAGS = (_XLA_DETERMINISTIC, _XLA_EIGEN_THREADS)
+XLA_AUTOTUNE = "--xla_gpu_autotune_level"
+_MANAGED_XLA_FLAGS = (XLA_DETERMINISTIC, XLA_EIGEN_THREADS)
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _CUBLAS_DETERMINISTIC = ":4096:8"
@@ -147,16 +147,16 @@ def environment_for(config, base_env=None):
         else:
             env.pop("CUBLAS_WORKSPACE_CONFIG", None)
     if backend == "jax":
-        managed = _MANAGED_XLA_FLAGS + ((_XLA_AUTOTUNE,) if config.autotune is not None else ())
+        managed = _MANAGED_XLA_FLAGS + ((XLA_AUTOTUNE,) if config.autotune is not None else ())
         flags = [t for t in _split_flags(base.get("XLA_FLAGS")) if _flag_name(t) not in managed]
         if config.deterministic:
-            flags.append(f"{_XLA_DETERMINISTIC}=true")
+            flags.append(f"{XLA_DETERMINISTIC}=true")
         if config.autotune is False:
             # Level 0: XLA's fixed choice of algorithms, nothing timed (True: its default level, which times).
-            flags.append(f"{_XLA_AUTOTUNE}=0")
+            flags.append(f"{XLA_AUTOTUNE}=0")
         if config.threads == 1:
             # Affinity sizes the thread pool; this keeps Eigen from splitting work too.
-            flags.append(f"{_XLA_EIGEN_THREADS}=false")
+            flags.append(f"{XLA_EIGEN_THREADS}=false")
         if flags:
             env["XLA_FLAGS"] = " ".join(flags)
         else:
@@ -179,7 +179,7 @@ def relevant_environment(env=None):
     return {key: env[key] for key in sorted(RECORDED_ENVIRONMENT) if key in env}
 
 
-def _xla_flag(flags_text, name):
+def xla_flag(flags_text, name):
     """Value of --name in an XLA_FLAGS string ("true" for a bare flag), else None."""
     value = None
     for token in _split_flags(flags_text):
@@ -188,5 +188,6 @@ def _xla_flag(flags_text, name):
     return value
 
 
-def _truthy(value):
+def truthy(value):
+    """Whether an environment variable's value says yes ("1", "true", "yes")."""
     return value is not None and value.strip().lower() in ("1", "true", "yes")
