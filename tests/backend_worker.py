@@ -1,6 +1,6 @@
 """Run in a subprocess with KERAS_BACKEND set: one task on one backend, results to .npy/.npz files.
 
-Usage: python -m tests.backend_worker TASK FOLDER
+Usage: python -m tests.backend_worker TASK[,TASK...] FOLDER   (the tasks in order, in this one process)
   predict  - load FOLDER/model.keras, run it on FOLDER/frames.npy -> FOLDER/out_<backend>.npy
   frames   - load FOLDER/model.keras (a training model), predict the frames of FOLDER/frames.npy
              (over its own number of steps)
@@ -55,4 +55,6 @@ def main(task, folder):
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    tasks, folder = sys.argv[1:]
+    for task in tasks.split(","):
+        main(task, folder)

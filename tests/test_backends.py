@@ -56,47 +56,51 @@ def shared(tmp_path_factory):
     return dict(folder=folder, weights=weights, frames=frames)
 
 
-def run_on(backend, task, folder):
+def run_on(backend, tasks, folder):
+    """Runs `tasks` (comma-separated, tests/backend_worker.py) in one fresh process on `backend`."""
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu")
     result = subprocess.run(
-        [sys.executable, "-m", "tests.backend_worker", task, str(folder)],
+        [sys.executable, "-m", "tests.backend_worker", tasks, str(folder)],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_saved_model_gives_reference_outputs_on_every_backend(shared, backend):
+@pytest.fixture(scope="module")
+def worked(shared):
+    """The folder after one process per backend, side by side, loaded the model saved here and predicted,
+    trained one step, and (the other backends) saved the model built there. A process per backend, not per
+    task: each start of a framework costs seconds on 2 cores."""
     folder = shared["folder"]
-    if not (folder / "model.keras").exists():
-        model = build_small_model("prediction")
-        set_weights_from_npz(model, folder / "weights.npz")
-        model.save(folder / "model.keras")  # saved here, on the test's own backend
-    run_on(backend, "predict", folder)
+    model = build_small_model("prediction")
+    set_weights_from_npz(model, folder / "weights.npz")
+    model.save(folder / "model.keras")  # saved here, on the test's own backend
+    here = keras.backend.backend()
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda b: run_on(b, "predict,train" if b == here else "predict,train,save", folder), BACKENDS))
+    return folder
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_saved_model_gives_reference_outputs_on_every_backend(shared, worked, backend):
     expected = prednet_reference(shared["frames"], shared["weights"], STACK, R_STACK, output_mode="prediction")
-    np.testing.assert_allclose(np.load(folder / f"out_{backend}.npy"), expected, atol=2e-5)
+    np.testing.assert_allclose(np.load(worked / f"out_{backend}.npy"), expected, atol=2e-5)
 
 
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != keras.backend.backend()])
-def test_model_saved_on_another_backend_loads_here(shared, backend):
-    folder = shared["folder"]
-    run_on(backend, "save", folder)
-    model = keras.saving.load_model(folder / f"model_{backend}.keras")
+def test_model_saved_on_another_backend_loads_here(shared, worked, backend):
+    model = keras.saving.load_model(worked / f"model_{backend}.keras")
     expected = prednet_reference(shared["frames"], shared["weights"], STACK, R_STACK, output_mode="prediction")
     np.testing.assert_allclose(model.predict(shared["frames"], verbose=0), expected, atol=2e-5)
 
 
 @pytest.mark.skipif(len(BACKENDS) < 2, reason="needs two backends")
-def test_one_training_step_agrees_across_backends(shared):
-    import concurrent.futures
-
-    folder = shared["folder"]
-    # One process per backend, each writing its own file: side by side.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(lambda backend: run_on(backend, "train", folder), BACKENDS))
-    results = {b: np.load(folder / f"trained_{b}.npz") for b in BACKENDS}
+def test_one_training_step_agrees_across_backends(shared, worked):
+    results = {b: np.load(worked / f"trained_{b}.npz") for b in BACKENDS}
     first = results[BACKENDS[0]]
-    start = np.load(folder / "weights.npz")
+    start = np.load(worked / "weights.npz")
     moved = max(np.abs(first[k] - start[k]).max() for k in start.files)
     assert moved > 1e-3  # the step really changed the weights
     for backend in BACKENDS[1:]:
