@@ -111,6 +111,11 @@ def task_train(init_path, seed):
     }
 
 
+def task_train_then_load(init_path, seed, *pairs):
+    """task_train, then task_load in the same process (under "loaded"): a framework's start costs seconds."""
+    return {**task_train(init_path, seed), "loaded": task_load(*pairs)}
+
+
 def task_late_tensorflow():
     """A process that started TensorFlow before configure: both refusals."""
     import tensorflow as tf
