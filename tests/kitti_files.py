@@ -83,7 +83,7 @@ def write_raw_drives(root, frames=3, by_category=True, drives=RAW_DRIVES):
     (by_category: process_kitti.py's folders; else every zip unpacked into root). Returns {drive: frames}."""
     written = {}
     for category, names in drives.items():
-        for number, drive in enumerate(names):
+        for drive in names:
             base = (root / category / drive) if by_category else root
             folder = base / drive[:10] / drive / "image_03" / "data"
             folder.mkdir(parents=True)

@@ -61,7 +61,7 @@ def layer_of(module, table):
     """The layer of the longest entry that is `module` or a package holding it; the package root's entry
     places the root module only, so every other module must be named."""
     best = None
-    for prefix, layer in table.items():
+    for prefix in table:
         holds = module == prefix or (prefix != "prednet_keras" and module.startswith(prefix + "."))
         if holds and (best is None or len(prefix) > len(best)):
             best = prefix

@@ -1,6 +1,5 @@
 """Loading the authors' released Keras 2 files: load_legacy_weights and prednet-import."""
 
-import os
 import subprocess
 import sys
 
@@ -10,7 +9,6 @@ import pytest
 from click.testing import CliRunner
 
 import keras
-import prednet_keras
 from prednet_keras import PredNet, load_legacy_weights
 from prednet_keras.cli.imports import main as import_main
 from prednet_keras.legacy import LegacyFormatError

@@ -251,7 +251,7 @@ def _build_report(dirs, options, stack):
         "protocols": [],
     }
     context = {"protocols": []}
-    for number, (key, members) in enumerate(protocol_list, 1):
+    for number, (key, _members) in enumerate(protocol_list, 1):
         pid = f"P{number}"
         configs = []
         for config in configs_all:

@@ -140,7 +140,7 @@ def write_seed_pairs(study_dir, planned, overwrite=False):
         record = {"format": FORMAT, "seed": seed, "runs": keys, "pairs": pairs}
         text = json.dumps(record, indent=None, sort_keys=False) + "\n"
         path.parent.mkdir(parents=True, exist_ok=True)
-        diskwrite.write_through_temporary(path, lambda p: Path(p).write_bytes(lzma.compress(text.encode())))
+        diskwrite.write_through_temporary(path, lambda p, text=text: Path(p).write_bytes(lzma.compress(text.encode())))
         written.append(seed)
     return {"written": written, "kept": kept, "incomplete": incomplete}
 
