@@ -24,8 +24,8 @@ import shutil
 from prednet_keras import model_kinds
 from prednet_keras.diskwrite import write_through_temporary
 from prednet_keras.model_kinds.study_config import StudyConfig
-from prednet_keras.records import Manifest
-from prednet_keras.run_history import update_rows
+from prednet_keras.session.records import Manifest
+from prednet_keras.session.history import update_rows
 from prednet_keras.run_progress import UpdateProgress
 from prednet_keras.run_session import RunSession
 from prednet_keras.trajectory import FILE as TRAJECTORY_FILE

@@ -32,11 +32,11 @@ from prednet_keras import torch_compile
 from prednet_keras.runtime.distribution import batch_problem
 from prednet_keras.early_stopping import ResumableEarlyStopping
 from prednet_keras.run_session import RunSession, mark_stopped, now
-from prednet_keras.runs import plural
+from prednet_keras.session.folder import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.memory_estimate import memory_problem
 from prednet_keras.models import LastBatchLoss, build_training_model
-from prednet_keras.records import Manifest
+from prednet_keras.session.records import Manifest
 from prednet_keras.recipe import (
     MODELS,
     TrainConfig,

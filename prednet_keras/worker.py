@@ -99,11 +99,10 @@ def train_main(run_dir, quiet=False, resume=None):
     Returns:
         The exit status.
     """
-    from prednet_keras import runs
-
+    from prednet_keras.session import folder as run_folders
     interrupts.install()
     sys.unraisablehook = _quiet_about_full_disks(sys.unraisablehook)
-    folder = runs.RunFolder(run_dir)
+    folder = run_folders.RunFolder(run_dir)
     try:
         from prednet_keras import runtime
 
@@ -126,7 +125,7 @@ def train_main(run_dir, quiet=False, resume=None):
 
         if _trained_by_protocol(manifest):
             from prednet_keras import study_train
-            from prednet_keras.records import Fingerprint, RuntimeEffective
+            from prednet_keras.session.records import Fingerprint, RuntimeEffective
 
             recorded = manifest.runtime.effective
             if recorded is None or not recorded.to_dict():  # absent, null or {}: none recorded yet
@@ -234,7 +233,7 @@ def _trained_by_protocol(manifest):
     """Whether the run's model kind trains by a protocol (study_train.py, no checkpoints), not by the recipe;
     `manifest`: a records.Manifest (or its dict)."""
     from prednet_keras import model_kinds
-    from prednet_keras.records import Manifest
+    from prednet_keras.session.records import Manifest
 
     kind = model_kinds.find(Manifest.coerce(manifest).model_kind or "prednet")
     return kind is not None and not kind.checkpoints

@@ -9,7 +9,8 @@ import json
 
 import click
 
-from prednet_keras import records, runtime
+from prednet_keras import runtime
+from prednet_keras.session import records
 from prednet_keras.cli.options import runtime_config, runtime_options
 from prednet_keras.runtime.probe import probe
 

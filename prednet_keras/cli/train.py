@@ -368,7 +368,7 @@ def _resume(ctx, options):
     code = resume_run(options["output"], lambda folder: _check_resume(ctx, options, folder), quiet=options["quiet"],
                       say=_say)
     if code == 0:
-        from prednet_keras.runs import RunFolder
+        from prednet_keras.session.folder import RunFolder
 
         recorded = RunFolder(options["output"]).read_record().options
         _say_how_to_evaluate(options["output"], recorded.data if recorded is not None else None, "prediction")

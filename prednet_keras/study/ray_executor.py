@@ -46,7 +46,7 @@ import sys
 import time
 from pathlib import Path
 
-from prednet_keras import runs
+from prednet_keras.session import folder as run_folders
 from prednet_keras.study import one_run
 from prednet_keras.study.spec import SpecError
 
@@ -220,8 +220,8 @@ def begin_attempt(partial, manifest, node, first):
     partial = Path(partial)
     attempt = first
     try:
-        earlier = runs.RunFolder(partial).read_manifest()["study"]["executor"]["attempt"]
-    except (runs.RunFolderError, KeyError, TypeError):
+        earlier = run_folders.RunFolder(partial).read_manifest()["study"]["executor"]["attempt"]
+    except (run_folders.RunFolderError, KeyError, TypeError):
         earlier = None
     if isinstance(earlier, int) and not isinstance(earlier, bool) and earlier >= first:
         attempt = earlier + 1

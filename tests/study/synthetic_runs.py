@@ -6,8 +6,7 @@ import hashlib
 
 import numpy as np
 
-from prednet_keras import runs
-
+from prednet_keras.session import folder as run_folders
 MACHINES = {
     "cpu-box": {"cpu": "Intel(R) Core(TM) i7-6800K CPU @ 3.40GHz", "gpus": []},
     "gpu-box": {"cpu": "AMD EPYC 9334 32-Core Processor", "gpus": [{"index": "0", "name": "NVIDIA H200"}]},
@@ -65,7 +64,7 @@ def write_run(root, name, *, seed, machine="cpu-box", backend="tensorflow", devi
         record_weights_checksum: write result.weights_checksum.
         extra: top-level manifest entries to add or replace.
     """
-    folder = runs.RunFolder(root / name)
+    folder = run_folders.RunFolder(root / name)
     folder.path.mkdir(parents=True, exist_ok=False)
     rng_seed = np.random.default_rng([seed, 7])
     level = 0.1 + 0.02 * rng_seed.standard_normal()
@@ -85,8 +84,8 @@ def write_run(root, name, *, seed, machine="cpu-box", backend="tensorflow", devi
     curve_id = hashlib.sha256(losses.tobytes()).hexdigest()
     gpu = device.startswith("gpu")
     manifest = {
-        "format": runs.RUN_FORMAT,
-        "format_version": runs.RUN_FORMAT_VERSION,
+        "format": run_folders.RUN_FORMAT,
+        "format_version": run_folders.RUN_FORMAT_VERSION,
         "name": name,
         "created": "2026-12-02T14:37:37+0000",
         "status": status,

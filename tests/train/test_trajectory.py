@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from prednet_keras import runs
+from prednet_keras.session import folder as run_folders
 from prednet_keras.runtime import RuntimeConfig
 from prednet_keras.train import TrainConfig
 from tests.train.conftest import train
@@ -24,7 +24,7 @@ def make_run(folder, data, points):
     config = TrainConfig(data=str(data), **OPTIONS).resolved()
     runtime = RuntimeConfig(backend="tensorflow", device="cpu", deterministic=True)
     folder.mkdir(parents=True)
-    runs.RunFolder(folder).write_manifest(runs.new_manifest(
+    run_folders.RunFolder(folder).write_manifest(run_folders.new_manifest(
         folder.name, config.to_dict(), runtime.to_dict(), ["test"], study={"trajectory_points": points}))
     return runtime
 
