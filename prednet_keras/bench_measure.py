@@ -31,7 +31,7 @@ import sys
 import time
 
 from prednet_keras import torch_compile
-from prednet_keras.run_progress import FirstStep
+from prednet_keras.session.display import FirstStep
 
 __all__ = ["NOT_AVAILABLE", "device_peak", "host_peak_bytes", "measure", "measure_phase", "step_statistics"]
 

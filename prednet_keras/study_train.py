@@ -4,7 +4,7 @@
 as the authors' main.py), `prednet-train --model autoencoder` (the MNIST
 control) and `prednet-train --model module:function` (a user's own Keras
 model, `model_kinds/user.py`) run their kind's protocol (`model_kinds`) in the
-training process (`prednet_keras.worker`), after `runtime.configure`, so every
+training process (`prednet_keras.session.worker`), after `runtime.configure`, so every
 runtime option applies as for Lotter's PredNet. This loop is the same for
 every such kind; what differs (data, model, protocol, records) the kind says.
 The run folder gets:
@@ -26,8 +26,8 @@ from prednet_keras.diskwrite import write_through_temporary
 from prednet_keras.model_kinds.study_config import StudyConfig
 from prednet_keras.session.records import Manifest
 from prednet_keras.session.history import update_rows
-from prednet_keras.run_progress import UpdateProgress
-from prednet_keras.run_session import RunSession
+from prednet_keras.session.display import UpdateProgress
+from prednet_keras.session.bookkeeping import RunSession
 from prednet_keras.trajectory import FILE as TRAJECTORY_FILE
 from prednet_keras.trajectory import Trajectory
 

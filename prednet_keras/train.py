@@ -17,7 +17,7 @@ What this module adds to it:
 Its pieces: the frames and the order of batches (`training_data`), the metric and
 the callbacks that record the run (`training_callbacks`).
 
-`run_training` runs in the training process (`prednet_keras.worker`), after
+`run_training` runs in the training process (`prednet_keras.session.worker`), after
 `runtime.configure`; `TrainConfig` is also what the CLI validates before it
 starts that process.
 """
@@ -31,7 +31,7 @@ import keras
 from prednet_keras import torch_compile
 from prednet_keras.runtime.distribution import batch_problem
 from prednet_keras.early_stopping import ResumableEarlyStopping
-from prednet_keras.run_session import RunSession, mark_stopped, now
+from prednet_keras.session.bookkeeping import RunSession, mark_stopped, now
 from prednet_keras.session.folder import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.memory_estimate import memory_problem

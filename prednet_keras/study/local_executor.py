@@ -63,7 +63,7 @@ def _cpus_for(config, running):
 
 
 def _start(spec, study_dir, run, seed_record, command, share_compilation, gate=None, quiet_child=True, cpus=None):
-    from prednet_keras import worker
+    from prednet_keras.session import worker
 
     partial = prepare_run(spec, study_dir, run, seed_record, command)
     runtime_config = run.configuration.runtime_config()

@@ -110,7 +110,7 @@ def finish_run(study_dir, run, folder, code, seconds):
     Returns:
         RunOutcome.
     """
-    from prednet_keras.worker import exit_status
+    from prednet_keras.session.worker import exit_status
 
     key = run.key
     try:

@@ -247,7 +247,7 @@ def train_on_node(partial, manifest, runtime, attempt, request):
     """
     import ray
 
-    from prednet_keras import worker
+    from prednet_keras.session import worker
     from prednet_keras.runtime import RuntimeConfig
 
     context = ray.get_runtime_context()
@@ -291,7 +291,7 @@ def _stop(process, grace=30):
 
 def _killed(code):
     """A training process that did not fail by itself: killed by a signal, or interrupted (SIGTERM)."""
-    from prednet_keras.worker import EXIT_INTERRUPTED
+    from prednet_keras.session.worker import EXIT_INTERRUPTED
 
     return code < 0 or code == EXIT_INTERRUPTED
 

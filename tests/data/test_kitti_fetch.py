@@ -248,7 +248,7 @@ def test_option_rules():
 
 def train(monkeypatch, *args):
     """prednet-train as far as its training process, which is replaced by one that succeeds at once."""
-    from prednet_keras import worker
+    from prednet_keras.session import worker
     from prednet_keras.cli.train import main as train_main
 
     monkeypatch.setattr(worker, "launch", lambda *a, **k: 0)

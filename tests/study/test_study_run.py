@@ -67,7 +67,7 @@ def processes_writing_to(folder):
                 command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if str(folder) in command and "prednet_keras.worker" in command:
+            if str(folder) in command and "prednet_keras.session.worker" in command:
                 found.append(int(entry.name))
     return found
 

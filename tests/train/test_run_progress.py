@@ -5,7 +5,7 @@ import re
 import pytest
 
 from prednet_keras.session.history import draw_loss, update_rows
-from prednet_keras.run_progress import FirstStep, UpdateProgress, duration_text, is_terminal
+from prednet_keras.session.display import FirstStep, UpdateProgress, duration_text, is_terminal
 
 
 def test_update_progress_lines(capsys):

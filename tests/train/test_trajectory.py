@@ -34,7 +34,7 @@ def train_in(folder, runtime, env=None):
 
     full = {k: str(v) for k, v in rt.environment_for(runtime).items()}
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "prednet_keras.worker", "train", str(folder), "--quiet"],
+    return subprocess.run([sys.executable, "-m", "prednet_keras.session.worker", "train", str(folder), "--quiet"],
                           env=full, capture_output=True, text=True, timeout=400)
 
 

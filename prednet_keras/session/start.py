@@ -12,8 +12,8 @@ import.
 import shutil
 from pathlib import Path
 
-from prednet_keras import worker
 from prednet_keras.session import folder as run_folders
+from prednet_keras.session import worker
 from prednet_keras.session.lock import RunLock
 
 __all__ = ["how_it_ended", "resumable_run", "resume_run", "start_new_run"]

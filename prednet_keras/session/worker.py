@@ -5,7 +5,7 @@ Backend, threads and determinism are fixed when the framework is imported; so
 trains in a fresh process (childproc: the runtime's environment, death with its
 parent, Ctrl-C passed on once):
 
-    python -m prednet_keras.worker train RUN_DIR [--quiet] [--resume JSON]
+    python -m prednet_keras.session.worker train RUN_DIR [--quiet] [--resume JSON]
 
 The process calls `runtime.configure` before building anything. Its output goes
 straight to the terminal; its exit status is the command's: 0 done, 1 error
@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from prednet_keras import interrupts
+from prednet_keras.session import interrupts
 from prednet_keras.childproc import exit_status
 from prednet_keras.runtime import compile_cache
 
@@ -45,7 +45,7 @@ def start(run_dir, runtime_config, quiet=False, resume=None, **start_kwargs):
     """
     from prednet_keras import childproc
 
-    args = ["-m", "prednet_keras.worker", "train", os.fspath(run_dir)]
+    args = ["-m", "prednet_keras.session.worker", "train", os.fspath(run_dir)]
     if quiet:
         args.append("--quiet")
     if resume is not None:
@@ -143,9 +143,9 @@ def train_main(run_dir, quiet=False, resume=None):
     except KeyboardInterrupt:
         # One interruption is recorded; a second signal must not cut the record short.
         interrupts.ignore()
-        from prednet_keras import run_session
+        from prednet_keras.session import bookkeeping
 
-        run_session.mark_stopped(run_dir, "interrupted")
+        bookkeeping.mark_stopped(run_dir, "interrupted")
         if _is_study_run(folder):
             print(
                 f"\nInterrupted; this model's protocol keeps no checkpoints, so start it again "
@@ -167,10 +167,10 @@ def train_main(run_dir, quiet=False, resume=None):
         )
         return EXIT_INTERRUPTED
     except _user_errors() as error:
-        from prednet_keras import run_session
+        from prednet_keras.session import bookkeeping
 
         message = _one_line(error)
-        run_session.mark_stopped(run_dir, "failed", message)
+        bookkeeping.mark_stopped(run_dir, "failed", message)
         if os.environ.get("PREDNET_DEBUG"):
             raise
         print(f"Error: {message}", file=sys.stderr, flush=True)
@@ -180,17 +180,17 @@ def train_main(run_dir, quiet=False, resume=None):
             _after_full_disk(folder)
         return 1
     except Exception as error:
-        from prednet_keras import run_session
+        from prednet_keras.session import bookkeeping
         from prednet_keras.diskwrite import is_space_error
 
         if is_space_error(error):
             # A write the run folder's own writers did not see (a library's file): still the user's disk.
             message = _space_message(error, folder.path)
-            run_session.mark_stopped(run_dir, "failed", message)
+            bookkeeping.mark_stopped(run_dir, "failed", message)
             print(f"Error: {message}", file=sys.stderr, flush=True)
             _after_full_disk(folder)
             return 1
-        run_session.mark_stopped(run_dir, "failed", f"{type(error).__name__}: {_one_line(error)}")
+        bookkeeping.mark_stopped(run_dir, "failed", f"{type(error).__name__}: {_one_line(error)}")
         raise
 
 
@@ -247,8 +247,8 @@ def _is_study_run(folder):
 
 
 def main(argv=None):
-    """Entry point of `python -m prednet_keras.worker`."""
-    parser = argparse.ArgumentParser(prog="python -m prednet_keras.worker")
+    """Entry point of `python -m prednet_keras.session.worker`."""
+    parser = argparse.ArgumentParser(prog="python -m prednet_keras.session.worker")
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train the run in RUN_DIR from its last completed epoch")
     train.add_argument("run_dir")
