@@ -30,7 +30,7 @@ import shutil
 import sys
 import time
 
-from prednet_keras import torch_compile
+from prednet_keras.session import torch_compile
 from prednet_keras.session.display import FirstStep
 
 __all__ = ["NOT_AVAILABLE", "device_peak", "host_peak_bytes", "measure", "measure_phase", "step_statistics"]
@@ -170,7 +170,7 @@ def _fit_loop(model, x, y):
     """
     import keras
 
-    from prednet_keras.training_callbacks import StepLosses
+    from prednet_keras.session.callbacks import StepLosses
 
     losses = StepLosses(model)
 

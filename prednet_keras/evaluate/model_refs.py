@@ -3,9 +3,9 @@ shipped models (ModelRef), and loading one with a check that it holds the weight
 
 from pathlib import Path
 
-from prednet_keras.session import folder as run_folders
 from prednet_keras.diskwrite import file_sha256
 from prednet_keras.evaluate import EvalError
+from prednet_keras.session import folder as run_folders
 
 __all__ = [
     "ModelRef",

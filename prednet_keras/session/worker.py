@@ -20,9 +20,9 @@ import os
 import sys
 import time
 
-from prednet_keras.session import interrupts
 from prednet_keras.childproc import exit_status
 from prednet_keras.runtime import compile_cache
+from prednet_keras.session import interrupts
 
 __all__ = ["EXIT_INTERRUPTED", "exit_status", "launch", "main", "start"]
 
@@ -124,7 +124,7 @@ def train_main(run_dir, quiet=False, resume=None):
             print(f"  waited {waited:.1f} s", flush=True)
 
         if _trained_by_protocol(manifest):
-            from prednet_keras import study_train
+            from prednet_keras.session import protocol_training
             from prednet_keras.session.records import Fingerprint, RuntimeEffective
 
             recorded = manifest.runtime.effective
@@ -132,13 +132,13 @@ def train_main(run_dir, quiet=False, resume=None):
                 manifest.runtime.effective = RuntimeEffective.from_dict(effective)
                 manifest.fingerprint = Fingerprint.from_dict(record["fingerprint"])
                 folder.write_manifest(manifest)
-            study_train.run_study_training(run_dir, record, quiet=quiet)
+            protocol_training.run_study_training(run_dir, record, quiet=quiet)
             return 0
 
-        from prednet_keras import train
+        from prednet_keras.session import recipe_training
 
         # run_training records the runtime with its session, once the run is verified.
-        train.run_training(run_dir, record, quiet=quiet, resume=resume, should_stop=interrupts.stop_requested)
+        recipe_training.run_training(run_dir, record, quiet=quiet, resume=resume, should_stop=interrupts.stop_requested)
         return 0
     except KeyboardInterrupt:
         # One interruption is recorded; a second signal must not cut the record short.
@@ -180,8 +180,8 @@ def train_main(run_dir, quiet=False, resume=None):
             _after_full_disk(folder)
         return 1
     except Exception as error:
-        from prednet_keras.session import bookkeeping
         from prednet_keras.diskwrite import is_space_error
+        from prednet_keras.session import bookkeeping
 
         if is_space_error(error):
             # A write the run folder's own writers did not see (a library's file): still the user's disk.

@@ -25,6 +25,7 @@ import zlib
 from pathlib import Path
 
 from prednet_keras.session import folder as run_folders
+
 __all__ = ["ARCHIVE", "ArchiveError", "archived_runs", "is_archive", "missing_runs", "opened", "pack", "unpack"]
 
 ARCHIVE = "runs.tar.xz"

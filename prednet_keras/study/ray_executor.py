@@ -247,8 +247,8 @@ def train_on_node(partial, manifest, runtime, attempt, request):
     """
     import ray
 
-    from prednet_keras.session import worker
     from prednet_keras.runtime import RuntimeConfig
+    from prednet_keras.session import worker
 
     context = ray.get_runtime_context()
     node = {"kind": "ray", "node_id": context.get_node_id(), "node_ip": ray.util.get_node_ip_address(),

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from prednet_keras.session import folder as run_folders
-from prednet_keras.training_callbacks import KILL_MOMENTS
+from prednet_keras.session.callbacks import KILL_MOMENTS
 from tests.train.conftest import moving_squares
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,6 +7,7 @@ import hashlib
 import numpy as np
 
 from prednet_keras.session import folder as run_folders
+
 MACHINES = {
     "cpu-box": {"cpu": "Intel(R) Core(TM) i7-6800K CPU @ 3.40GHz", "gpus": []},
     "gpu-box": {"cpu": "AMD EPYC 9334 32-Core Processor", "gpus": [{"index": "0", "name": "NVIDIA H200"}]},

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras.session import folder as run_folders
 from prednet_keras.cli.study import main
+from prednet_keras.session import folder as run_folders
 from prednet_keras.study import configurations
 from prednet_keras.study import report as study_report
 from prednet_keras.study.report import ReportOptions, build_report, make_report

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras.session.lock import FolderLock
 from prednet_keras.cli.study import main as study_cli
+from prednet_keras.session.lock import FolderLock
 from prednet_keras.study import runner
 from prednet_keras.study.spec import SpecError, load_spec
 

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from prednet_keras import childproc
-from prednet_keras.session.lock import RunLock
 from prednet_keras.cli.train import main as train_main
+from prednet_keras.session.lock import RunLock
 from tests.train.conftest import TINY, folder_hash
 
 REPOSITORY = Path(__file__).resolve().parents[2]

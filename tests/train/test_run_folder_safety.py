@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras.session import folder as run_folders
 from prednet_keras.cli.train import main as train_main
 from prednet_keras.recipe import TrainConfig, lr_drop_rule, schedule_text
+from prednet_keras.session import folder as run_folders
 from tests.train.conftest import TINY, folder_hash
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -238,8 +238,8 @@ def test_resume_refuses_a_best_model_that_is_not_the_one_recorded(tmp_path):
     # epoch; training on would have written a manifest vouching for a file the run did not make.
     import keras
 
+    from prednet_keras.session.recipe_training import check_best_model
     from prednet_keras.starting_point import weights_checksum
-    from prednet_keras.train import _check_best_model
 
     def tiny():  # functional, as model.keras is, with fixed names: the checksum covers the weights' names
         inputs = keras.Input((2,))
@@ -249,13 +249,13 @@ def test_resume_refuses_a_best_model_that_is_not_the_one_recorded(tmp_path):
     folder = run_folders.RunFolder(tmp_path)
     model.save(folder.model_path)
     state = {"best_epoch": 1, "model_weights_checksum": weights_checksum(model)}
-    _check_best_model(folder, state)  # the recorded file: no complaint
+    check_best_model(folder, state)  # the recorded file: no complaint
 
     other = tiny()
     other.get_layer("out").kernel.assign(model.get_layer("out").kernel + 1.0)
     other.save(folder.model_path)
     with pytest.raises(ValueError, match=r"model.keras does not hold the weights .*state.json \(epoch 1, the best\)"):
-        _check_best_model(folder, state)
+        check_best_model(folder, state)
     folder.model_path.unlink()
     with pytest.raises(ValueError, match=r"model.keras is missing: it held the best epoch's model"):
-        _check_best_model(folder, state)
+        check_best_model(folder, state)

@@ -7,8 +7,8 @@ import os
 
 from click.testing import CliRunner
 
-from prednet_keras.session.lock import RunFolderLocked, RunLock
 from prednet_keras.cli.train import main as train_main
+from prednet_keras.session.lock import RunFolderLocked, RunLock
 from tests.train.conftest import TINY, folder_hash
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras.session import folder as run_folders
 from prednet_keras.cli.eval import main as eval_main
 from prednet_keras.cli.train import main as train_main
+from prednet_keras.session import folder as run_folders
 from tests.train.conftest import folder_hash
 
 

@@ -6,9 +6,13 @@ import numpy as np
 import pytest
 
 from prednet_keras import diskwrite
+from prednet_keras.recipe import TrainConfig, learning_rate_at
 from prednet_keras.session import folder as run_folders
-from prednet_keras.train import TrainConfig, learning_rate_at
-from prednet_keras.training_data import EpochBatches, augment_sequence, pass_order
+from prednet_keras.session.training_data import (
+    EpochBatches,
+    augment_sequence,
+    pass_order,
+)
 
 
 def test_atomic_write_replaces_whole_file(tmp_path):

@@ -16,11 +16,11 @@ import time
 import keras
 import numpy as np
 
-from prednet_keras.session import interrupts
 from prednet_keras.diskwrite import file_sha256, write_through_temporary
 from prednet_keras.recipe import learning_rate_at
-from prednet_keras.session.history import draw_loss
+from prednet_keras.session import interrupts
 from prednet_keras.session.display import FirstStep, is_terminal
+from prednet_keras.session.history import draw_loss
 
 # Test hook: "EPOCH:STEP" (from 1) kills the training process with SIGKILL right
 # after that step, as a power cut would, to test --resume; "EPOCH:MOMENT" at one
