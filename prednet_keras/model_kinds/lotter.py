@@ -1,5 +1,5 @@
 """The kind "prednet": Lotter's PredNet, trained by the authors' KITTI recipe (prednet-train's own loop in
-train.py: epochs, validation, checkpoints, --resume)."""
+session/recipe_training.py: epochs, validation, checkpoints, --resume)."""
 
 from prednet_keras import value_rules as rules
 from prednet_keras.model_kinds import base

@@ -2,7 +2,7 @@
 `LastBatchLoss`, the per-step loss history.csv records, is in models.py with the other models' metrics).
 
 `RunRecorder` (history rows, a checkpoint every completed epoch, the best model kept), `StopOnRequest`,
-`FirstCallAnnouncer` and `ProgressLogger` (the progress lines of `run_progress`, per epoch), and what
+`FirstCallAnnouncer` and `ProgressLogger` (the progress lines of `display`, per epoch), and what
 they use: `StepLosses` (reading losses without stalling the device), `export_best`, and the
 PREDNET_TEST_KILL_AT test hook.
 """
@@ -223,7 +223,7 @@ class StopOnRequest(keras.callbacks.Callback):
 
 class FirstCallAnnouncer(keras.callbacks.Callback):
     """Says when the first training and validation steps, which compile, start and end
-    (`run_progress.FirstStep`: a log, a pipe or nohup would otherwise show a process that looks hung).
+    (`display.FirstStep`: a log, a pipe or nohup would otherwise show a process that looks hung).
 
     Args:
         bar: a progress bar is being drawn (the validation's line then

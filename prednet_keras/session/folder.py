@@ -481,7 +481,7 @@ class Replacement:
 
 def _kind_without_checkpoints(model):
     """Whether the model kind `model` trains by a protocol (no checkpoints: its final weights are its result)."""
-    # base alone: the kinds' modules reach train.py, which uses this module (the package registers them).
+    # base alone: the kinds' modules reach recipe_training.py, which uses this module (the package registers them).
     from prednet_keras.model_kinds import base
 
     kind = base.find(model) if model else None

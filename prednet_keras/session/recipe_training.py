@@ -15,7 +15,7 @@ What this module adds to it:
   starts from the same numbers.
 
 Its pieces: the frames and the order of batches (`training_data`), the metric and
-the callbacks that record the run (`training_callbacks`).
+the callbacks that record the run (`callbacks`).
 
 `run_training` runs in the training process (`prednet_keras.session.worker`), after
 `runtime.configure`; `TrainConfig` is also what the CLI validates before it

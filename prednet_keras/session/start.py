@@ -1,7 +1,7 @@
 """Starting a training run for a command: a new run, or the continuation of one.
 
 What `prednet-train` does once its options are parsed and checked: under the run folder's lock
-(`runlock`), write the manifest of a new run (keeping an old run aside with `--overwrite` until the
+(`lock`), write the manifest of a new run (keeping an old run aside with `--overwrite` until the
 new one has completed an epoch: `run_folders.Replacement`) or check a run to continue, then train in the
 training process (`worker.launch`) and leave the folder as the outcome deserves: a run that ended
 before completing an epoch is removed (or the old run put back), one that was killed says how to

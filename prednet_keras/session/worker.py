@@ -39,7 +39,7 @@ def start(run_dir, runtime_config, quiet=False, resume=None, **start_kwargs):
         run_dir: the run folder (its manifest must exist).
         runtime_config: the runtime.RuntimeConfig asked for.
         quiet: one log line per epoch instead of a progress bar.
-        resume: for --resume, the record train.run_training takes (command,
+        resume: for --resume, the record recipe_training.run_training takes (command,
             time, epochs); the training process writes it once the run is verified.
         **start_kwargs: passed to childproc.start (stdout, pass_fds, death_signal, ...).
     """
@@ -230,7 +230,7 @@ def _space_message(error, folder):
 
 
 def _trained_by_protocol(manifest):
-    """Whether the run's model kind trains by a protocol (study_train.py, no checkpoints), not by the recipe;
+    """Whether the run's model kind trains by a protocol (protocol_training.py, no checkpoints), not by the recipe;
     `manifest`: a records.Manifest (or its dict)."""
     from prednet_keras import model_kinds
     from prednet_keras.session.records import Manifest

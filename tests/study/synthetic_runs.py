@@ -1,4 +1,4 @@
-"""Synthetic run folders in the layout prednet-train writes (runs.py, train.py),
+"""Synthetic run folders in the layout prednet-train writes (session/folder.py, session/recipe_training.py),
 with losses drawn from known distributions, so the report can be tested on
 answers fixed in advance and without training anything."""
 

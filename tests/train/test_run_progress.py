@@ -1,4 +1,4 @@
-"""What a run prints while it trains (run_progress) and its loss plot never failing a run (run_history)."""
+"""What a run prints while it trains (session.display) and its loss plot never failing a run (session.history)."""
 
 import re
 
