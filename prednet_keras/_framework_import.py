@@ -33,7 +33,6 @@ SERIALIZABLE_MODULES = (
     "prednet_keras.models",
     "prednet_keras.chainer_protocol",
     "prednet_keras.autoencoder_protocol",
-    "prednet_keras.training_callbacks",
 )
 _WATCHED = ("keras", "tensorflow")
 # How many prednet_keras submodules are being imported right now, and whether Keras arrived during one.

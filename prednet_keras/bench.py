@@ -272,7 +272,7 @@ def _child(config_text, result_path, profile_dir=None):
         config = BenchConfig.from_dict(json.loads(config_text))  # resolved by the parent
         config.validate()
         runtime_config, effective = runtime.configure_from_environment()
-        from prednet_keras.train import jit_compile_for
+        from prednet_keras.session.recipe_training import jit_compile_for
 
         jit_compile = jit_compile_for(runtime_config.to_dict(), effective)
         print(f"measuring {config.label()} on {runtime_config.backend} / {runtime_config.device} "

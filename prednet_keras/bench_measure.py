@@ -1,7 +1,7 @@
 """Measuring one benchmark configuration inside its configured process: step times, frames/s, peak memory.
 
 What is timed. Training: `train_on_batch` of the model as training builds it
-(Lotter's PredNet: `train.build_model`, Adam, MAE of the weighted error;
+(Lotter's PredNet: `session.recipe_training.build_model`, Adam, MAE of the weighted error;
 Chainer PredNet: one truncated-BPTT window of `nt` frame steps at batch 1 through
 `chainer_protocol.ChainerPredNetTrainer`, as `train_chainer_prednet` updates; the MNIST
 autoencoder: Adam, MSE). Inference: `predict_on_batch` of the frame-prediction
@@ -30,8 +30,8 @@ import shutil
 import sys
 import time
 
-from prednet_keras import torch_compile
-from prednet_keras.run_progress import FirstStep
+from prednet_keras.session import torch_compile
+from prednet_keras.session.display import FirstStep
 
 __all__ = ["NOT_AVAILABLE", "device_peak", "host_peak_bytes", "measure", "measure_phase", "step_statistics"]
 
@@ -166,11 +166,11 @@ def _fit_loop(model, x, y):
     """A runner loop through `model.fit`, read as prednet-train reads it.
 
     Fit moves the next batch to the device while a step runs, and the losses
-    are read by training_callbacks.StepLosses, as prednet-train's run recorder reads them.
+    are read by session.callbacks.StepLosses, as prednet-train's run recorder reads them.
     """
     import keras
 
-    from prednet_keras.training_callbacks import StepLosses
+    from prednet_keras.session.callbacks import StepLosses
 
     losses = StepLosses(model)
 

@@ -6,7 +6,7 @@ import time
 from prednet_keras import model_kinds
 from prednet_keras.bench import BENCH_FORMAT, BENCH_FORMAT_VERSION, SYNTHETIC_DATA
 from prednet_keras.bench_measure import NOT_AVAILABLE
-from prednet_keras.records import Fingerprint, Runtime
+from prednet_keras.session.records import Fingerprint, Runtime
 
 __all__ = ["document", "format_table", "plot_results", "table_rows", "write_results"]
 

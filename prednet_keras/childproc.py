@@ -2,7 +2,7 @@
 
 Four commands do their work in a fresh interpreter, because a framework's
 threads, devices and determinism are fixed when it is imported: prednet-train
-(the training process, worker.py; prednet-study runs it too), prednet-bench
+(the training process, session/worker.py; prednet-study runs it too), prednet-bench
 (each measurement), prednet-env (the configured probe) and prednet-study (the
 seeds' starting points). Each is started here, and each gets:
 

@@ -1,6 +1,6 @@
 """What long work prints while it happens, the same on a terminal, a pipe or a log file.
 
-- `is_terminal`, `duration_text`: the words every display shares (run_progress, a training's lines, uses
+- `is_terminal`, `duration_text`: the words every display shares (session.display, a training's lines, uses
   them too).
 - `ByteProgress`: a transfer counted in bytes (a download, an unpacking). On a terminal, a bar redrawn in
   place on stderr (rich); anywhere else (a pipe, a log file, nohup), a line every `every` seconds and one

@@ -29,17 +29,19 @@ def main(argv=None):
     import numpy as np
 
     keras.config.set_dtype_policy(args.precision)
-    from prednet_keras import starting_point, train, training_data
+    from prednet_keras import starting_point
     from prednet_keras.data import SequenceGenerator
+    from prednet_keras.recipe import TrainConfig
+    from prednet_keras.session import recipe_training, training_data
 
-    config = train.TrainConfig(stack_sizes=(3, 16, 32, 64), nt=10, batch_size=4, size=(64, 80), val_sequences=20,
-                               epochs=1, steps_per_epoch=args.steps, unroll=False).resolved()
+    config = TrainConfig(stack_sizes=(3, 16, 32, 64), nt=10, batch_size=4, size=(64, 80), val_sequences=20,
+                         epochs=1, steps_per_epoch=args.steps, unroll=False).resolved()
     frames, val_frames, _ = training_data.load_training_data(config)
     sequences = SequenceGenerator(frames, config.nt, batch_size=1, sequence_start_mode="all", shuffle=False)
     validation = SequenceGenerator(val_frames, config.nt, batch_size=4, sequence_start_mode="all", N_seq=20,
                                    shuffle=False, output_mode="error")
     keras.utils.set_random_seed(args.seed)
-    model, _ = train.build_model(config, frames.frame_shape, False)
+    model, _ = recipe_training.build_model(config, frames.frame_shape, False)
     with tempfile.TemporaryDirectory() as scratch:
         # Drawn with NumPy from the seed: the same weights under every precision and code version.
         path = os.path.join(scratch, "initial.h5")

@@ -9,8 +9,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "prednet_keras"
-# Packages whose private names no code outside them uses (the package's own code, the tests and scripts/).
-SEALED_PACKAGES = ("prednet_keras.runtime",)
+# Packages whose private names no code outside them uses (the package's own code, the tests and scripts/): the
+# runtime set-up and the run session (one training run), each with what its modules share public inside it.
+SEALED_PACKAGES = ("prednet_keras.runtime", "prednet_keras.session")
 
 
 def modules():

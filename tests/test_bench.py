@@ -185,6 +185,6 @@ def test_step_statistics_and_table():
 )
 def test_the_backend_label_names_what_changes_the_program(runtime, label):
     # One line per program in the plots: torch.compile with Inductor's CUDA graphs is not plain torch.compile.
-    from prednet_keras.records import Runtime
+    from prednet_keras.session.records import Runtime
 
     assert bench_report._backend_text(Runtime.from_dict(runtime)) == label

@@ -224,7 +224,7 @@ def test_prednet_train_parent_never_imports_a_framework(tmp_path):
     in the training process (TensorFlow's start-up used to run, and print, twice)."""
     run_probe(
         "import sys\n"
-        "from prednet_keras import worker\n"
+        "from prednet_keras.session import worker\n"
         "def launch(*args, **kwargs):\n"
         f"    {SHOW_FRAMEWORKS}\n"
         "    return 0\n"

@@ -6,7 +6,7 @@ import warnings
 from PIL import Image
 
 from prednet_keras.figures import new_figure, save_png
-from prednet_keras.run_history import draw_loss
+from prednet_keras.session.history import draw_loss
 
 ROWS = [{"kind": "step", "epoch": 1, "step": s, "global_step": s, "loss": 1.0 / s, "val_loss": None} for s in (1, 2)]
 ROWS += [{"kind": "epoch", "epoch": 1, "step": 2, "global_step": 2, "loss": 0.7, "val_loss": 0.8}]

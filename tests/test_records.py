@@ -1,4 +1,4 @@
-"""prednet_keras.records: every committed manifest reads into the typed records and writes back
+"""prednet_keras.session.records: every committed manifest reads into the typed records and writes back
 byte-identical, and older layouts migrate to the current one."""
 
 import json
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from prednet_keras import records, runs
-from prednet_keras.records import Manifest, ManifestError, migrate
+from prednet_keras.session import folder as run_folders
+from prednet_keras.session import records
+from prednet_keras.session.records import Manifest, ManifestError, migrate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,15 +63,15 @@ def test_every_committed_manifest_has_the_typed_fields_the_readers_use(committed
 
 
 def test_schema_version_is_the_one_runs_writes():
-    assert runs.RUN_FORMAT_VERSION == records.SCHEMA_VERSION
-    assert runs.RUN_FORMAT == records.RUN_FORMAT
-    written = runs.new_manifest("r", {"epochs": 1}, {"backend": "jax"}, ["prednet-train"])
+    assert run_folders.RUN_FORMAT_VERSION == records.SCHEMA_VERSION
+    assert run_folders.RUN_FORMAT == records.RUN_FORMAT
+    written = run_folders.new_manifest("r", {"epochs": 1}, {"backend": "jax"}, ["prednet-train"])
     assert Manifest.from_dict(written).to_dict() == written
     assert list(Manifest.from_dict(written).to_dict()) == list(written)
 
 
 def test_the_code_a_run_was_made_with_is_a_typed_part_that_round_trips():
-    written = runs.new_manifest("r", {"epochs": 1}, {"backend": "jax"}, ["prednet-train"])
+    written = run_folders.new_manifest("r", {"epochs": 1}, {"backend": "jax"}, ["prednet-train"])
     assert list(written)[list(written).index("prednet_keras_version") + 1] == "code"
     manifest = Manifest.from_json(json.dumps(written, indent=2) + "\n")
     assert isinstance(manifest.code, records.Code)
@@ -167,7 +168,7 @@ def test_migration_refuses_other_formats_and_newer_versions():
 
 def test_a_run_folder_reads_and_writes_records_byte_identical(tmp_path):
     shipped = ROOT / "prednet_keras" / "pretrained" / "prednet-embedded" / "manifest.json"
-    folder = runs.RunFolder(tmp_path / "run")
+    folder = run_folders.RunFolder(tmp_path / "run")
     folder.path.mkdir()
     folder.manifest_path.write_bytes(shipped.read_bytes())
     record = folder.read_record()
@@ -176,5 +177,5 @@ def test_a_run_folder_reads_and_writes_records_byte_identical(tmp_path):
     assert folder.manifest_path.read_bytes() == shipped.read_bytes()
     assert folder.recorded_model_checksum()[1].startswith("manifest.json result.")
     folder.manifest_path.write_text("[1, 2]\n")
-    with pytest.raises(runs.RunFolderError, match="not a run manifest"):
+    with pytest.raises(run_folders.RunFolderError, match="not a run manifest"):
         folder.read_record()

@@ -39,7 +39,7 @@ def test_cudagraph_skips_are_counted_only_where_cuda_graphs_were_asked_for(monke
     from torch._inductor import config
     from torch._inductor.cudagraph_utils import log_cudagraph_skip_and_bump_counter
 
-    from prednet_keras import torch_compile
+    from prednet_keras.session import torch_compile
 
     monkeypatch.setattr(config.triton, "cudagraphs", False)
     assert torch_compile.cudagraph_skips() is None

@@ -1,5 +1,5 @@
 """Run with KERAS_BACKEND=torch: a tiny PredNet trained eagerly and with jit_compile=True, as
-prednet-train builds it (train.build_model) and runs it (model.fit).
+prednet-train builds it (recipe_training.build_model) and runs it (model.fit).
 
 Usage: python -m tests.torch_compile_worker RESULT_JSON [STEPS]
 
@@ -22,14 +22,15 @@ def main(result_path, steps=4):
     import keras
     import numpy as np
 
-    from prednet_keras import torch_compile, train
+    from prednet_keras.recipe import TrainConfig
+    from prednet_keras.session import recipe_training, torch_compile
 
-    config = train.TrainConfig(stack_sizes=(3, 4), nt=3, batch_size=2, val_sequences=0, unroll=True).resolved()
+    config = TrainConfig(stack_sizes=(3, 4), nt=3, batch_size=2, val_sequences=0, unroll=True).resolved()
     frames = np.random.default_rng(0).random((2, 3, 8, 8, 3), dtype=np.float32)
     targets = np.zeros((2, 1), np.float32)
     keras.utils.set_random_seed(0)
-    eager, _ = train.build_model(config, (8, 8, 3), False)
-    compiled, _ = train.build_model(config, (8, 8, 3), True)
+    eager, _ = recipe_training.build_model(config, (8, 8, 3), False)
+    compiled, _ = recipe_training.build_model(config, (8, 8, 3), True)
     compiled.set_weights(eager.get_weights())
 
     result = {"eager": [], "compiled": [], "graphs": []}

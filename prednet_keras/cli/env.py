@@ -9,9 +9,10 @@ import json
 
 import click
 
-from prednet_keras import records, runtime
+from prednet_keras import runtime
 from prednet_keras.cli.options import runtime_config, runtime_options
 from prednet_keras.runtime.probe import probe
+from prednet_keras.session import records
 
 # The settings shown side by side, in this order.
 _SETTINGS = (

@@ -146,7 +146,7 @@ def main(ctx, **options):
 def _train_new(options):
     """A new run (replacing an old one with --overwrite); returns the exit status."""
     from prednet_keras import model_kinds
-    from prednet_keras.run_start import start_new_run
+    from prednet_keras.session.start import start_new_run
 
     kind = model_kinds.get(options["model"])
     study = not kind.checkpoints
@@ -361,14 +361,14 @@ def _resume(ctx, options):
     run folder's lock); the training process records the resume in the
     manifest only once it has verified the checkpoint.
     """
-    from prednet_keras.run_start import resume_run
+    from prednet_keras.session.start import resume_run
 
     if not options["output"]:
         raise click.UsageError("--resume needs --output RUN_FOLDER (the run to continue).")
     code = resume_run(options["output"], lambda folder: _check_resume(ctx, options, folder), quiet=options["quiet"],
                       say=_say)
     if code == 0:
-        from prednet_keras.runs import RunFolder
+        from prednet_keras.session.folder import RunFolder
 
         recorded = RunFolder(options["output"]).read_record().options
         _say_how_to_evaluate(options["output"], recorded.data if recorded is not None else None, "prediction")
@@ -381,7 +381,7 @@ def _check_resume(ctx, options, folder):
     Returns:
         (completed epochs, the run's RuntimeConfig, the resume record for the training process).
     """
-    from prednet_keras.run_start import resumable_run
+    from prednet_keras.session.start import resumable_run
 
     manifest, done, recorded, requested_runtime = resumable_run(folder)
     given = _train_config(options)

@@ -3,9 +3,9 @@ shipped models (ModelRef), and loading one with a check that it holds the weight
 
 from pathlib import Path
 
-from prednet_keras import runs
 from prednet_keras.diskwrite import file_sha256
 from prednet_keras.evaluate import EvalError
+from prednet_keras.session import folder as run_folders
 
 __all__ = [
     "ModelRef",
@@ -84,24 +84,24 @@ def resolve_models(arguments):
         if path.is_file():
             if path.suffix != ".keras":
                 raise EvalError(f"{argument}: not a .keras model file, a run folder, or a folder of run folders.")
-            run = path.parent if path.name == runs.MODEL and runs.is_run_folder(path.parent) else None
+            run = path.parent if path.name == run_folders.MODEL and run_folders.is_run_folder(path.parent) else None
             found.append(ModelRef(path, path.parent.name if run is not None else path.stem, run))
             continue
-        folders = runs.find_runs(path)
+        folders = run_folders.find_runs(path)
         if not folders:
             raise EvalError(
                 f"{argument}: a folder, but neither a run folder (manifest.json, model.keras) nor a "
                 "folder of run folders."
             )
         for folder in folders:
-            model = folder / runs.MODEL
+            model = folder / run_folders.MODEL
             if not model.is_file():
                 if len(folders) == 1:
-                    raise EvalError(f"{folder}: run folder without {runs.MODEL} yet (no epoch completed).")
+                    raise EvalError(f"{folder}: run folder without {run_folders.MODEL} yet (no epoch completed).")
                 continue
-            found.append(ModelRef(model, folder.name, folder if runs.is_run_folder(folder) else None))
+            found.append(ModelRef(model, folder.name, folder if run_folders.is_run_folder(folder) else None))
         if not any(ref.path.parent in folders for ref in found):
-            raise EvalError(f"{argument}: none of its run folders has a {runs.MODEL} yet.")
+            raise EvalError(f"{argument}: none of its run folders has a {run_folders.MODEL} yet.")
     names = [ref.name for ref in found]
     for ref in found:
         if names.count(ref.name) > 1:
@@ -118,7 +118,7 @@ def run_kind(ref):
 
     if ref.run_folder is None:
         return None
-    name = runs.RunFolder(ref.run_folder).read_record().model_kind
+    name = run_folders.RunFolder(ref.run_folder).read_record().model_kind
     return model_kinds.find(name) if name else None
 
 
@@ -139,7 +139,7 @@ def check_evaluable(refs):
     for ref in refs:
         kind = run_kind(ref)
         if kind is not None and kind.evaluation is None:
-            manifest = runs.RunFolder(ref.run_folder).read_record()
+            manifest = run_folders.RunFolder(ref.run_folder).read_record()
             raise EvalError(
                 f"{ref.run_folder} is a run of {kind.help}; prednet-eval scores only video "
                 f"prediction and the MNIST autoencoder, so it does not evaluate it: "
@@ -170,7 +170,7 @@ def load_run_model(ref):
     model = load_model(ref.path, compile=False)
     if ref.run_folder is None:
         return model
-    recorded = runs.RunFolder(ref.run_folder).recorded_model_checksum()
+    recorded = run_folders.RunFolder(ref.run_folder).recorded_model_checksum()
     if recorded is not None:
         expected, where = recorded
         actual = weights_checksum(model)

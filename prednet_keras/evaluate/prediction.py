@@ -35,7 +35,7 @@ def load_sequences(source, nt, size=None):
         (X float32 (n, nt, H, W, C) in [0, 1], info dict).
     """
     from prednet_keras import data as pdata
-    from prednet_keras.training_data import dataset_checksum
+    from prednet_keras.session.training_data import dataset_checksum
 
     origin = "embedded:test" if source is None else str(source)
     frames = pdata.load_frames(pdata.embedded_dataset("test") if source is None else source, size=size)

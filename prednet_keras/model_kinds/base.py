@@ -66,8 +66,8 @@ class ModelKind:
     Attributes:
         name: the name in --model, in a spec's `model` and in every manifest's options.model.
         help: one line for --help and the docs.
-        checkpoints: True: trained by prednet-train's recipe loop (train.py: epochs, checkpoints, --resume);
-            False: by a protocol in study_train.py's loop (one history row per update, no checkpoints).
+        checkpoints: True: trained by prednet-train's recipe loop (session/recipe_training.py: epochs, checkpoints, --resume);
+            False: by a protocol in session/protocol_training.py's loop (one history row per update, no checkpoints).
         precision_modes: whether --precision other than float32 applies.
         options: prednet-train's options (Python names) that apply to this kind; the others are refused.
         arm_factors: {factor: default} training switches a study configuration may set (compared, so part

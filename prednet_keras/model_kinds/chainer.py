@@ -82,12 +82,12 @@ class ChainerKind(ProtocolKind):
     # -- training ---------------------------------------------------------------------------------------
 
     def load_data(self, config):
-        from prednet_keras.training_data import _describe_data
+        from prednet_keras.session.training_data import describe_data
 
         origin = config.data or "embedded:train"
         print(f"Loading frames ({'embedded real video' if config.data is None else config.data}) ...", flush=True)
         dataset = self.load_data_quietly(config)
-        return dataset, {"train": _describe_data(dataset, origin)}
+        return dataset, {"train": describe_data(dataset, origin)}
 
     def load_data_quietly(self, config):
         from prednet_keras import data as pdata
@@ -113,7 +113,7 @@ class ChainerKind(ProtocolKind):
     def evaluate_heldout(self, config, model):
         from prednet_keras import chainer_protocol
         from prednet_keras import data as pdata
-        from prednet_keras.training_data import _describe_data
+        from prednet_keras.session.training_data import describe_data
 
         if config.heldout_data is None:
             return None
@@ -124,7 +124,7 @@ class ChainerKind(ProtocolKind):
         sequences, predictions, described = [], {}, []
         for origin, path in origins:
             dataset = pdata.load_frames(path, size=config.size)
-            described.append(_describe_data(dataset, origin))
+            described.append(describe_data(dataset, origin))
             errors, predicted = chainer_protocol.heldout_errors(model, dataset)
             for (source, start, stop), error, frames in zip(dataset.source_runs(), errors, predicted):
                 name = f"{origin}#{len(sequences)}"

@@ -1,5 +1,5 @@
 """The kind "prednet": Lotter's PredNet, trained by the authors' KITTI recipe (prednet-train's own loop in
-train.py: epochs, validation, checkpoints, --resume)."""
+session/recipe_training.py: epochs, validation, checkpoints, --resume)."""
 
 from prednet_keras import value_rules as rules
 from prednet_keras.model_kinds import base
@@ -46,28 +46,32 @@ class LotterKind(base.ModelKind):
         }
 
     def build_for_starting_point(self, options):
-        from prednet_keras import train, training_data
+        from prednet_keras.recipe import TrainConfig
+        from prednet_keras.session import recipe_training, training_data
 
-        config = train.TrainConfig.from_dict(options).resolved()
+        config = TrainConfig.from_dict(options).resolved()
         frames, _, _ = training_data.load_training_data(config)
-        built, _ = train.build_model(config, frames.frame_shape, jit_compile=False)
+        built, _ = recipe_training.build_model(config, frames.frame_shape, jit_compile=False)
         return built
 
     def bench_runner(self, config, phase, jit_compile, rng, kit):
         import numpy as np
 
-        from prednet_keras import train
         from prednet_keras.models import build_prediction_model
+        from prednet_keras.recipe import TrainConfig
+        from prednet_keras.session import recipe_training
 
-        train_config = train.TrainConfig(
+        train_config = TrainConfig(
             stack_sizes=config.stack_sizes, nt=config.nt, batch_size=config.batch_size, val_sequences=0,
             unroll=config.unroll,
         ).resolved()
-        model, _ = train.build_model(train_config, config.frame_shape, jit_compile)
+        model, _ = recipe_training.build_model(train_config, config.frame_shape, jit_compile)
         x = kit.synthetic(rng, (config.batch_size, config.nt) + config.frame_shape)
         parameters = int(model.count_params())
         if phase == "train":
             y = np.zeros((config.batch_size, 1), np.float32)
+            # Recorded in every benchmark document (docs/benchmarks/*.json): the words stay as first written,
+            # when build_model lived in train.py, so that the documents read alike.
             notes = (
                 f"model.fit of train.build_model's model (Adam 1e-3, MAE of the L_0-weighted error, time loop "
                 f"{'unrolled' if config.unroll else 'rolled'}), as prednet-train runs it: next batch sent ahead, "

@@ -24,7 +24,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from prednet_keras import runs as run_folders
+from prednet_keras.session import folder as run_folders
 
 __all__ = ["ARCHIVE", "ArchiveError", "archived_runs", "is_archive", "missing_runs", "opened", "pack", "unpack"]
 

@@ -12,7 +12,7 @@ import json
 import math
 import re
 
-from prednet_keras.records import Fingerprint, Manifest
+from prednet_keras.session.records import Fingerprint, Manifest
 
 __all__ = [
     "SETTINGS",

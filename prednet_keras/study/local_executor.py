@@ -23,8 +23,8 @@ import signal
 import subprocess
 import time
 
-from prednet_keras import runs
 from prednet_keras.runtime import compile_cache
+from prednet_keras.session import folder as run_folders
 from prednet_keras.study.one_run import LOG, finish_run, prepare_run
 
 __all__ = ["LocalExecutor"]
@@ -63,7 +63,7 @@ def _cpus_for(config, running):
 
 
 def _start(spec, study_dir, run, seed_record, command, share_compilation, gate=None, quiet_child=True, cpus=None):
-    from prednet_keras import worker
+    from prednet_keras.session import worker
 
     partial = prepare_run(spec, study_dir, run, seed_record, command)
     runtime_config = run.configuration.runtime_config()
@@ -164,7 +164,7 @@ def backends_missing(configurations):
 def _has_trained(folder):
     """Whether the run writing into `folder` has recorded an update: history.csv holds a row past its header."""
     try:
-        with open(runs.RunFolder(folder).history_path, encoding="utf-8") as handle:
+        with open(run_folders.RunFolder(folder).history_path, encoding="utf-8") as handle:
             return len(handle.readlines(1 << 16)) > 1
     except OSError:
         return False

@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from prednet_keras import runs
+from prednet_keras.session import folder as run_folders
 from prednet_keras.study import archive, starting_points
 
 __all__ = ["LOG", "PARTIAL", "RUNS", "RunOutcome", "finish_run", "make_partial", "partial_folder", "prepare_run",
@@ -70,7 +70,7 @@ def run_manifest(spec, study_dir, run, seed_record, command, executor=None):
     }
     if executor is not None:
         study["executor"] = dict(executor)
-    return runs.new_manifest(run.name, options, config.runtime, command, study=study)
+    return run_folders.new_manifest(run.name, options, config.runtime, command, study=study)
 
 
 def make_partial(partial, manifest):
@@ -83,7 +83,7 @@ def make_partial(partial, manifest):
     if partial.exists():
         shutil.rmtree(partial)
     partial.mkdir(parents=True)
-    runs.RunFolder(partial).write_manifest(manifest)
+    run_folders.RunFolder(partial).write_manifest(manifest)
     return partial
 
 
@@ -110,12 +110,12 @@ def finish_run(study_dir, run, folder, code, seconds):
     Returns:
         RunOutcome.
     """
-    from prednet_keras.worker import exit_status
+    from prednet_keras.session.worker import exit_status
 
     key = run.key
     try:
-        manifest = runs.RunFolder(folder).read_record()
-    except runs.RunFolderError as error:
+        manifest = run_folders.RunFolder(folder).read_record()
+    except run_folders.RunFolderError as error:
         return RunOutcome(key, "failed", seconds, message=str(error))
     if code != 0 or not manifest.complete:
         message = (manifest.get("error") or _last_line(Path(folder) / LOG)

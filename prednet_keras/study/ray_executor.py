@@ -46,7 +46,7 @@ import sys
 import time
 from pathlib import Path
 
-from prednet_keras import runs
+from prednet_keras.session import folder as run_folders
 from prednet_keras.study import one_run
 from prednet_keras.study.spec import SpecError
 
@@ -220,8 +220,8 @@ def begin_attempt(partial, manifest, node, first):
     partial = Path(partial)
     attempt = first
     try:
-        earlier = runs.RunFolder(partial).read_manifest()["study"]["executor"]["attempt"]
-    except (runs.RunFolderError, KeyError, TypeError):
+        earlier = run_folders.RunFolder(partial).read_manifest()["study"]["executor"]["attempt"]
+    except (run_folders.RunFolderError, KeyError, TypeError):
         earlier = None
     if isinstance(earlier, int) and not isinstance(earlier, bool) and earlier >= first:
         attempt = earlier + 1
@@ -247,8 +247,8 @@ def train_on_node(partial, manifest, runtime, attempt, request):
     """
     import ray
 
-    from prednet_keras import worker
     from prednet_keras.runtime import RuntimeConfig
+    from prednet_keras.session import worker
 
     context = ray.get_runtime_context()
     node = {"kind": "ray", "node_id": context.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
@@ -291,7 +291,7 @@ def _stop(process, grace=30):
 
 def _killed(code):
     """A training process that did not fail by itself: killed by a signal, or interrupted (SIGTERM)."""
-    from prednet_keras.worker import EXIT_INTERRUPTED
+    from prednet_keras.session.worker import EXIT_INTERRUPTED
 
     return code < 0 or code == EXIT_INTERRUPTED
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from prednet_keras import runs as run_folders
-from prednet_keras.records import Manifest, Study
+from prednet_keras.session import folder as run_folders
+from prednet_keras.session.records import Manifest, Study
 from prednet_keras.study.configurations import (
     canonical,
     configuration_settings,

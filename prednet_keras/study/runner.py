@@ -34,9 +34,11 @@ import shutil
 import time
 from pathlib import Path
 
-from prednet_keras import _backend_choice, model_kinds, runlock, runs
+from prednet_keras import _backend_choice, model_kinds
 from prednet_keras.code_provenance import code_provenance
 from prednet_keras.diskwrite import atomic_write_json
+from prednet_keras.session import folder as run_folders
+from prednet_keras.session.lock import FolderLock, RunFolderLocked
 from prednet_keras.study import archive, starting_points
 from prednet_keras.study.local_executor import LocalExecutor
 from prednet_keras.study.one_run import PARTIAL, RUNS, run_folder
@@ -84,8 +86,8 @@ def plan_status(spec, study_dir, configurations=None):
         folder = run_folder(study_dir, run)
         if folder.is_dir():
             try:
-                status = runs.RunFolder(folder).read_manifest().get("status")
-            except runs.RunFolderError as error:
+                status = run_folders.RunFolder(folder).read_manifest().get("status")
+            except run_folders.RunFolderError as error:
                 raise StudyFolderError(f"{folder} is damaged ({error}); move it away to run it again.") from None
             if status != "complete":
                 raise StudyFolderError(f"{folder} is not a complete run (status {status!r}); "
@@ -97,16 +99,16 @@ def plan_status(spec, study_dir, configurations=None):
 
 
 class _Lock:
-    """The study folder's lock (runlock.FolderLock: filelock, released when its holder dies however it
+    """The study folder's lock (FolderLock: filelock, released when its holder dies however it
     dies; the holder's pid in LOCK_OWNER while held), inside the study folder."""
 
     def __init__(self, study_dir):
-        self.lock = runlock.FolderLock(study_dir, Path(study_dir) / LOCK, Path(study_dir) / LOCK_OWNER)
+        self.lock = FolderLock(study_dir, Path(study_dir) / LOCK, Path(study_dir) / LOCK_OWNER)
 
     def __enter__(self):
         try:
             self.lock.acquire()
-        except runlock.RunFolderLocked:
+        except RunFolderLocked:
             raise StudyFolderError(f"Another prednet-study run ({self.lock.holder()}) is working on "
                                    f"{self.lock.folder}; wait for it or stop it first.") from None
         return self

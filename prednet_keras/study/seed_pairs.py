@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from prednet_keras import diskwrite
+from prednet_keras.session.protocol_training import HELDOUT_PREDICTIONS
 from prednet_keras.study.divergence import normalised_distances
 from prednet_keras.study.run_records import load_run
-from prednet_keras.study_train import HELDOUT_PREDICTIONS
 
 __all__ = ["FOLDER", "PairsError", "compare_runs", "pairs_file", "read_seed_pairs", "remove_runs",
            "write_seed_pairs"]

@@ -59,7 +59,7 @@ digit. A spec that breaks a rule is refused with the file, the table and
 key, the rule and the value as written.
 
 This module reads and checks specs; it imports no framework (for model
-prednet, [train] is resolved by prednet_keras.train's TrainConfig, which does).
+prednet, [train] is resolved by prednet_keras.session.recipe_training's TrainConfig, which does).
 """
 
 import dataclasses

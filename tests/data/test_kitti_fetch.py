@@ -248,8 +248,8 @@ def test_option_rules():
 
 def train(monkeypatch, *args):
     """prednet-train as far as its training process, which is replaced by one that succeeds at once."""
-    from prednet_keras import worker
     from prednet_keras.cli.train import main as train_main
+    from prednet_keras.session import worker
 
     monkeypatch.setattr(worker, "launch", lambda *a, **k: 0)
     return CliRunner().invoke(train_main, [*args, "--size", "32x32", "--stack-sizes", "3,4"], catch_exceptions=False)

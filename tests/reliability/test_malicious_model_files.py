@@ -658,7 +658,7 @@ def swap_initial_weights(path, change):
 
 
 # Files a prednet-train command writes by design: the manifest records each --resume and session, and
-# newer versions lock a run folder through a file beside it (runlock.py, .prednet-locks/<name>.lock).
+# newer versions lock a run folder through a file beside it (session/lock.py, .prednet-locks/<name>.lock).
 LOCKS = ".prednet-locks/"
 
 

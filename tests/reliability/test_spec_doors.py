@@ -18,8 +18,8 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import runs
 from prednet_keras.cli.study import main as study_cli
+from prednet_keras.session import folder as run_folders
 from prednet_keras.study import one_run, ray_executor, runner, spec_rules
 from prednet_keras.study.spec import PLAN_KEYS, SpecError, parse_spec
 from tests.reliability.faults import snapshot
@@ -337,7 +337,7 @@ class _FakeRay:
                 return _Ref({"code": -9, "seconds": 0.0, "node": executor})
             # The training process completes the run (what finish_run checks).
             written.update(status="complete", initial_weights={"checksum": written["study"]["seed_checksum"]})
-            runs.RunFolder(partial).write_manifest(written)
+            run_folders.RunFolder(partial).write_manifest(written)
             return _Ref({"code": 0, "seconds": 0.0, "node": executor})
         raise AssertionError("Ray gave up on the task")
 

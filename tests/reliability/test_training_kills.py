@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prednet_keras import runs
-from prednet_keras.training_callbacks import KILL_MOMENTS
+from prednet_keras.session import folder as run_folders
+from prednet_keras.session.callbacks import KILL_MOMENTS
 from tests.train.conftest import moving_squares
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ def _train(args, kill_at=None):
 
 def _outcome(folder):
     """What a finished run is: its history (timings aside), best epoch, final and best weights."""
-    folder = runs.RunFolder(folder)
+    folder = run_folders.RunFolder(folder)
     manifest = folder.read_manifest()
     history = [{k: v for k, v in row.items() if k != "seconds"} for row in folder.read_history()]
     result = manifest["result"]
@@ -88,7 +88,7 @@ def test_killed_at_every_moment_of_an_epochs_end_resumes_to_the_same_run(data, r
         # The kill left a valid state: the last epoch whose state was written, and no half-written file.
         epoch, moment = kill_at.split(":")
         written = KILL_MOMENTS.index(moment) >= KILL_MOMENTS.index("state")
-        assert runs.RunFolder(folder).completed_epochs() == int(epoch) - (0 if written else 1), kill_at
+        assert run_folders.RunFolder(folder).completed_epochs() == int(epoch) - (0 if written else 1), kill_at
     resumed = _train(["--resume", "--quiet", "-o", folder])
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "Resuming after epoch 5 of 6" in resumed.stdout
@@ -106,7 +106,7 @@ def test_ctrl_c_while_an_epoch_is_recorded_keeps_that_epoch(data, reference, tmp
     stopped = _train([*TINY_TORCH, "--data", data, "-o", folder], kill_at="2:checkpoint:SIGINT")
     assert stopped.returncode == 130, stopped.stdout + stopped.stderr
     assert "Interrupted with 2 epochs completed" in stopped.stderr
-    assert runs.RunFolder(folder).completed_epochs() == 2
+    assert run_folders.RunFolder(folder).completed_epochs() == 2
     resumed = _train(["--resume", "--quiet", "-o", folder])
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "Resuming after epoch 2 of 6" in resumed.stdout

@@ -1,4 +1,4 @@
-"""Synthetic run folders in the layout prednet-train writes (runs.py, train.py),
+"""Synthetic run folders in the layout prednet-train writes (session/folder.py, session/recipe_training.py),
 with losses drawn from known distributions, so the report can be tested on
 answers fixed in advance and without training anything."""
 
@@ -6,7 +6,7 @@ import hashlib
 
 import numpy as np
 
-from prednet_keras import runs
+from prednet_keras.session import folder as run_folders
 
 MACHINES = {
     "cpu-box": {"cpu": "Intel(R) Core(TM) i7-6800K CPU @ 3.40GHz", "gpus": []},
@@ -65,7 +65,7 @@ def write_run(root, name, *, seed, machine="cpu-box", backend="tensorflow", devi
         record_weights_checksum: write result.weights_checksum.
         extra: top-level manifest entries to add or replace.
     """
-    folder = runs.RunFolder(root / name)
+    folder = run_folders.RunFolder(root / name)
     folder.path.mkdir(parents=True, exist_ok=False)
     rng_seed = np.random.default_rng([seed, 7])
     level = 0.1 + 0.02 * rng_seed.standard_normal()
@@ -85,8 +85,8 @@ def write_run(root, name, *, seed, machine="cpu-box", backend="tensorflow", devi
     curve_id = hashlib.sha256(losses.tobytes()).hexdigest()
     gpu = device.startswith("gpu")
     manifest = {
-        "format": runs.RUN_FORMAT,
-        "format_version": runs.RUN_FORMAT_VERSION,
+        "format": run_folders.RUN_FORMAT,
+        "format_version": run_folders.RUN_FORMAT_VERSION,
         "name": name,
         "created": "2026-12-02T14:37:37+0000",
         "status": status,

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from scipy import stats
 
 from prednet_keras.cli.study import main
-from prednet_keras.records import RUN_FORMAT
+from prednet_keras.session.records import RUN_FORMAT
 from prednet_keras.study import archive
 from prednet_keras.study.confirmatory import (
     PlanError,

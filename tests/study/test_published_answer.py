@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prednet_keras import runs as run_folders
+from prednet_keras.session import folder as run_folders
 from prednet_keras.study import archive, comparisons, stats
 from prednet_keras.study.run_records import Run, find_run_folders
 

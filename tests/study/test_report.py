@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import runs
 from prednet_keras.cli.study import main
+from prednet_keras.session import folder as run_folders
 from prednet_keras.study import configurations
 from prednet_keras.study import report as study_report
 from prednet_keras.study.report import ReportOptions, build_report, make_report
@@ -231,11 +231,11 @@ def test_protocol_metric_record_and_study_settings(tmp_path):
         for aliasing in (False, True):
             path = write_run(tmp_path, f"s{seed}-{aliasing}", seed=seed, protocol={"name": "paper", "period": 5000},
                              metrics=False, shift=0.1 if aliasing else 0.0, noise=int(aliasing))
-            manifest = runs.RunFolder(path).read_manifest()
+            manifest = run_folders.RunFolder(path).read_manifest()
             value = study_report.load_run(path).metric("last_steps:10")
             manifest["metric"] = {"name": "mean_last_10_updates", "value": value, "count": 10}
             manifest["study"]["settings"] = {"emulate_cpu_aliasing": aliasing}
-            runs.RunFolder(path).write_manifest(manifest)
+            run_folders.RunFolder(path).write_manifest(manifest)
     report, _ = build_report([tmp_path], ReportOptions(**FAST))
     (section,) = report["protocols"]
     assert section["metric"] == {"name": "mean_last_10_updates", "from": "metric.name in the manifests"}
@@ -275,7 +275,7 @@ def test_the_code_the_runs_were_made_with_is_listed(tmp_path):
 
 
 def _write_checkpoint(path, seed, tweak=0.0):
-    folder = runs.RunFolder(path)
+    folder = run_folders.RunFolder(path)
     checkpoint = folder.checkpoint_path(2)
     checkpoint.parent.mkdir(exist_ok=True)
     weights = np.random.default_rng(seed).standard_normal((3, 3, 4)).astype("float32")

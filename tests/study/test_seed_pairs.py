@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from prednet_keras.records import RUN_FORMAT
+from prednet_keras.session.records import RUN_FORMAT
 from prednet_keras.study.seed_pairs import PairsError, compare_runs, pairs_file, read_seed_pairs, write_seed_pairs
 from prednet_keras.study.spec import parse_spec
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import runlock
 from prednet_keras.cli.study import main as study_cli
+from prednet_keras.session.lock import FolderLock
 from prednet_keras.study import runner
 from prednet_keras.study.spec import SpecError, load_spec
 
@@ -67,7 +67,7 @@ def processes_writing_to(folder):
                 command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if str(folder) in command and "prednet_keras.worker" in command:
+            if str(folder) in command and "prednet_keras.session.worker" in command:
                 found.append(int(entry.name))
     return found
 
@@ -201,7 +201,7 @@ def test_a_second_study_process_is_refused(killed_and_resumed, spec_file):
         return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.name not in (runner.LOCK, runner.LOCK_OWNER))
 
     before = contents()
-    with runlock.FolderLock(out, out / runner.LOCK, out / runner.LOCK_OWNER):
+    with FolderLock(out, out / runner.LOCK, out / runner.LOCK_OWNER):
         result = subprocess.run(study_command("run", spec_file, "-o", out, "--only", "one-thread"),
                                 capture_output=True, text=True, timeout=300)
     assert result.returncode == 1

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import childproc, runlock
+from prednet_keras import childproc
 from prednet_keras.cli.train import main as train_main
+from prednet_keras.session.lock import RunLock
 from tests.train.conftest import TINY, folder_hash
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -150,5 +151,5 @@ def test_killing_prednet_train_stops_its_training_process_and_a_second_writer_is
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["sessions"][-1]["status"] == "interrupted"
     # The kernel let go of the lock with its holders.
-    with runlock.RunLock(folder):
+    with RunLock(folder):
         pass

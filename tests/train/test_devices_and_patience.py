@@ -82,7 +82,7 @@ def _epochs(callback, values, first=0):
 
 
 def test_early_stopping_stops_after_patience_and_a_resume_continues_the_count():
-    from prednet_keras.early_stopping import ResumableEarlyStopping
+    from prednet_keras.session.early_stopping import ResumableEarlyStopping
 
     losses = [1.0, 0.5, 0.6, 0.7, 0.4]
     whole = ResumableEarlyStopping(2, epochs=10)

@@ -5,7 +5,7 @@ import pytest
 
 from prednet_keras.memory_estimate import kept_activation_bytes, memory_problem
 from prednet_keras.recipe import TrainConfig
-from prednet_keras.train import _check_fits
+from prednet_keras.session.recipe_training import check_fits
 
 KWARGS = {"stack_sizes": (3, 4, 8), "R_stack_sizes": (3, 4, 8)}
 
@@ -29,8 +29,8 @@ def test_a_batch_larger_than_the_data_and_an_absurd_size_are_refused_before_the_
     config = TrainConfig(stack_sizes=(3, 4, 8), nt=10, batch_size=200).resolved()
     with pytest.raises(ValueError, match=r"--batch-size 200 is larger than the training data: the embedded video "
                                          r"holds 156 sequences of 10 frames"):
-        _check_fits(config, (32, 32, 3), 156, "cpu")
+        check_fits(config, (32, 32, 3), 156, "cpu")
     huge = TrainConfig(stack_sizes=(3, 4, 8), nt=10, batch_size=4).resolved()
     with pytest.raises(ValueError, match=r"Training 65536x65536 frames.* GiB of activations"):
-        _check_fits(huge, (65536, 65536, 3), 156, "cpu")
-    _check_fits(huge, (65536, 65536, 3), 156, "gpu")  # a GPU's own out-of-memory error says it there
+        check_fits(huge, (65536, 65536, 3), 156, "cpu")
+    check_fits(huge, (65536, 65536, 3), 156, "gpu")  # a GPU's own out-of-memory error says it there

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import runs
 from prednet_keras.cli.train import main as train_main
 from prednet_keras.recipe import TrainConfig, lr_drop_rule, schedule_text
+from prednet_keras.session import folder as run_folders
 from tests.train.conftest import TINY, folder_hash
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def test_resume_of_a_complete_run_is_refused_and_changes_nothing(copy_of_run, ex
 
 
 def test_resume_and_overwrite_of_a_shipped_run_are_refused_and_change_nothing(copy_of_run, tmp_path):
-    (copy_of_run / runs.SHIPPED_MARKER).write_text("the project's published model\n")
+    (copy_of_run / run_folders.SHIPPED_MARKER).write_text("the project's published model\n")
     before = folder_hash(copy_of_run)
     for args in (["--resume", "-o", copy_of_run], ["--resume", "--epochs", "5", "-o", copy_of_run],
                  TINY + ["--overwrite", "-o", copy_of_run]):
@@ -56,9 +56,9 @@ def test_the_shipped_model_is_recognised_without_a_marker(tmp_path):
     from prednet_keras import pretrained
 
     # Read only: the package's own run folders are shipped by their place.
-    assert runs.shipped_reason(pretrained.path()) == "it lies inside the installed prednet_keras package"
-    assert runs.shipped_reason(REPOSITORY / "weights" / "my-run") is None
-    assert runs.shipped_reason(tmp_path) is None
+    assert run_folders.shipped_reason(pretrained.path()) == "it lies inside the installed prednet_keras package"
+    assert run_folders.shipped_reason(REPOSITORY / "weights" / "my-run") is None
+    assert run_folders.shipped_reason(tmp_path) is None
 
 
 def _no_manifest(folder):
@@ -145,7 +145,7 @@ def test_new_run_failing_in_an_empty_folder_leaves_it_empty(tmp_path):
 
 
 def _fake_run(path, epochs_done):
-    folder = runs.RunFolder(path)
+    folder = run_folders.RunFolder(path)
     folder.create()
     folder.write_manifest({"status": "complete" if epochs_done else "running", "options": {"epochs": 2}})
     if epochs_done:
@@ -159,7 +159,7 @@ def _fake_run(path, epochs_done):
 def test_replacement_rolls_back_commits_and_recovers_after_a_kill(tmp_path):
     old = _fake_run(tmp_path / "run", 2)
     before = folder_hash(old.path)
-    replacement = runs.Replacement(old)
+    replacement = run_folders.Replacement(old)
     replacement.begin()
     assert not old.path.exists() and replacement.aside == tmp_path / ".run.previous"
     _fake_run(old.path, 0)
@@ -169,7 +169,7 @@ def test_replacement_rolls_back_commits_and_recovers_after_a_kill(tmp_path):
     # A command killed (kill -9) before its new run completed an epoch: the next command puts the old run back.
     replacement.begin()
     _fake_run(old.path, 0)
-    message = runs.Replacement(old).recover()
+    message = run_folders.Replacement(old).recover()
     assert message.startswith(f"restored {old.path} from {replacement.aside}")
     assert folder_hash(old.path) == before
 
@@ -177,18 +177,18 @@ def test_replacement_rolls_back_commits_and_recovers_after_a_kill(tmp_path):
     replacement.begin()
     new = _fake_run(old.path, 1)
     new_hash = folder_hash(new.path)
-    message = runs.Replacement(old).recover()
+    message = run_folders.Replacement(old).recover()
     assert message.startswith(f"removed {replacement.aside}") and not replacement.aside.exists()
     assert folder_hash(new.path) == new_hash
-    assert runs.Replacement(old).recover() is None
+    assert run_folders.Replacement(old).recover() is None
 
     # The study models keep no checkpoints: a complete manifest is what they have to show.
     replacement.begin()
-    study = runs.RunFolder(old.path)
+    study = run_folders.RunFolder(old.path)
     study.create()
     study.write_manifest({"status": "complete", "options": {"model": "autoencoder"}})
     assert study.has_results()
-    assert runs.Replacement(old).recover().startswith(f"removed {replacement.aside}")
+    assert run_folders.Replacement(old).recover().startswith(f"removed {replacement.aside}")
 
 
 def test_learning_rate_schedule_is_said_in_words():
@@ -238,24 +238,24 @@ def test_resume_refuses_a_best_model_that_is_not_the_one_recorded(tmp_path):
     # epoch; training on would have written a manifest vouching for a file the run did not make.
     import keras
 
+    from prednet_keras.session.recipe_training import check_best_model
     from prednet_keras.starting_point import weights_checksum
-    from prednet_keras.train import _check_best_model
 
     def tiny():  # functional, as model.keras is, with fixed names: the checksum covers the weights' names
         inputs = keras.Input((2,))
         return keras.Model(inputs, keras.layers.Dense(1, name="out")(inputs), name="tiny")
 
     model = tiny()
-    folder = runs.RunFolder(tmp_path)
+    folder = run_folders.RunFolder(tmp_path)
     model.save(folder.model_path)
     state = {"best_epoch": 1, "model_weights_checksum": weights_checksum(model)}
-    _check_best_model(folder, state)  # the recorded file: no complaint
+    check_best_model(folder, state)  # the recorded file: no complaint
 
     other = tiny()
     other.get_layer("out").kernel.assign(model.get_layer("out").kernel + 1.0)
     other.save(folder.model_path)
     with pytest.raises(ValueError, match=r"model.keras does not hold the weights .*state.json \(epoch 1, the best\)"):
-        _check_best_model(folder, state)
+        check_best_model(folder, state)
     folder.model_path.unlink()
     with pytest.raises(ValueError, match=r"model.keras is missing: it held the best epoch's model"):
-        _check_best_model(folder, state)
+        check_best_model(folder, state)

@@ -7,8 +7,8 @@ import os
 
 from click.testing import CliRunner
 
-from prednet_keras import runlock
 from prednet_keras.cli.train import main as train_main
+from prednet_keras.session.lock import RunFolderLocked, RunLock
 from tests.train.conftest import TINY, folder_hash
 
 
@@ -18,7 +18,7 @@ def _invoke(main, args):
 
 def test_a_folder_being_written_refuses_a_second_writer(copy_of_run):
     before = folder_hash(copy_of_run)
-    with runlock.RunLock(copy_of_run) as held:
+    with RunLock(copy_of_run) as held:
         assert held.owner()["pid"] == os.getpid()
         for args in (["--resume", "--epochs", "3", "-o", copy_of_run], TINY + ["--overwrite", "-o", copy_of_run]):
             result = _invoke(train_main, args)
@@ -34,18 +34,18 @@ def test_a_folder_being_written_refuses_a_second_writer(copy_of_run):
 
 def test_the_lock_lives_beside_the_folder_and_dies_with_its_holder(tmp_path):
     folder = tmp_path / "run"
-    lock = runlock.RunLock(folder).acquire()
+    lock = RunLock(folder).acquire()
     assert lock.lock_path == tmp_path / ".prednet-locks" / "run.lock" and lock.fds()
     assert not folder.exists()  # nothing is written into the folder itself
     try:
-        refused = runlock.RunLock(folder)
+        refused = RunLock(folder)
         try:
             refused.acquire()
-        except runlock.RunFolderLocked as error:
+        except RunFolderLocked as error:
             assert f"(pid {os.getpid()}:" in str(error)
         else:
             raise AssertionError("a second lock on the same folder was granted")
     finally:
         lock.release()
-    with runlock.RunLock(folder):
+    with RunLock(folder):
         pass

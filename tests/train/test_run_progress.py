@@ -1,11 +1,11 @@
-"""What a run prints while it trains (run_progress) and its loss plot never failing a run (run_history)."""
+"""What a run prints while it trains (session.display) and its loss plot never failing a run (session.history)."""
 
 import re
 
 import pytest
 
-from prednet_keras import run_history
-from prednet_keras.run_progress import FirstStep, UpdateProgress, duration_text, is_terminal
+from prednet_keras.session.history import draw_loss, update_rows
+from prednet_keras.session.display import FirstStep, UpdateProgress, duration_text, is_terminal
 
 
 def test_update_progress_lines(capsys):
@@ -49,11 +49,11 @@ def test_is_terminal_of_odd_streams(tmp_path):
 
 
 def test_loss_plot_failure_is_a_warning(tmp_path, capsys):
-    rows = run_history.update_rows([{"update": 1, "loss": 0.5}, {"update": 2, "loss": 0.25}])
-    assert run_history.draw_loss(rows, tmp_path / "loss.png", title="run")
+    rows = update_rows([{"update": 1, "loss": 0.5}, {"update": 2, "loss": 0.25}])
+    assert draw_loss(rows, tmp_path / "loss.png", title="run")
     assert (tmp_path / "loss.png").read_bytes()[:4] == b"\x89PNG"
     # A file where the folder should be (as a full disk, an OSError): a warning, no exception.
     (tmp_path / "not-a-folder").write_text("x")
-    assert not run_history.draw_loss(rows, tmp_path / "not-a-folder" / "loss.png")
+    assert not draw_loss(rows, tmp_path / "not-a-folder" / "loss.png")
     assert "warning: loss.png not drawn (" in capsys.readouterr().out
     assert (tmp_path / "not-a-folder").read_text() == "x"

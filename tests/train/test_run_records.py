@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import runs
 from prednet_keras.cli.eval import main as eval_main
 from prednet_keras.cli.train import main as train_main
+from prednet_keras.session import folder as run_folders
 from tests.train.conftest import folder_hash
 
 
@@ -21,7 +21,7 @@ def _invoke(main, args):
 
 
 def test_a_manifest_write_that_fails_leaves_the_old_one_whole(tmp_path):
-    folder = runs.RunFolder(tmp_path / "run")
+    folder = run_folders.RunFolder(tmp_path / "run")
     folder.create()
     folder.write_manifest({"status": "complete", "result": {"weights_checksum": "abc"}})
     before = folder.manifest_path.read_bytes()
@@ -110,6 +110,6 @@ def test_resume_refuses_a_checkpoint_that_is_not_the_one_its_run_recorded(copy_o
     ],
 )
 def test_which_record_model_keras_is_checked_against(tmp_path, manifest, expected):
-    folder = runs.RunFolder(tmp_path)
+    folder = run_folders.RunFolder(tmp_path)
     folder.write_manifest(manifest)
     assert folder.recorded_model_checksum() == expected

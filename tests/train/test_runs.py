@@ -5,9 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from prednet_keras import diskwrite, runs
-from prednet_keras.train import TrainConfig, learning_rate_at
-from prednet_keras.training_data import EpochBatches, augment_sequence, pass_order
+from prednet_keras import diskwrite
+from prednet_keras.recipe import TrainConfig, learning_rate_at
+from prednet_keras.session import folder as run_folders
+from prednet_keras.session.training_data import (
+    EpochBatches,
+    augment_sequence,
+    pass_order,
+)
 
 
 def test_atomic_write_replaces_whole_file(tmp_path):
@@ -40,7 +45,7 @@ def test_temporary_keeps_the_suffix_keras_needs(tmp_path):
 
 
 def test_history_round_trip_and_truncation(tmp_path):
-    folder = runs.RunFolder(tmp_path)
+    folder = run_folders.RunFolder(tmp_path)
     with folder.open_history() as history:
         for epoch in (1, 2):
             history.write(kind="step", epoch=epoch, step=1, global_step=epoch, loss=0.5 / epoch, lr=1e-3)
@@ -54,43 +59,43 @@ def test_history_round_trip_and_truncation(tmp_path):
 
 
 def test_new_run_refuses_existing_run_and_foreign_folders(tmp_path):
-    run = runs.RunFolder(tmp_path / "run")
+    run = run_folders.RunFolder(tmp_path / "run")
     run.create()
     run.write_manifest({"status": "complete"})
-    with pytest.raises(runs.RunFolderError, match="--resume.*--overwrite"):
+    with pytest.raises(run_folders.RunFolderError, match="--resume.*--overwrite"):
         run.check_new(overwrite=False)
     run.check_new(overwrite=True)
 
     foreign = tmp_path / "photos"
     foreign.mkdir()
     (foreign / "holiday.jpg").write_bytes(b"x")
-    with pytest.raises(runs.RunFolderError, match="not a run folder"):
-        runs.RunFolder(foreign).check_new(overwrite=True)
-    with pytest.raises(runs.RunFolderError, match="not a run folder"):
-        runs.RunFolder(foreign).create()
+    with pytest.raises(run_folders.RunFolderError, match="not a run folder"):
+        run_folders.RunFolder(foreign).check_new(overwrite=True)
+    with pytest.raises(run_folders.RunFolderError, match="not a run folder"):
+        run_folders.RunFolder(foreign).create()
     assert (foreign / "holiday.jpg").exists()
 
     empty = tmp_path / "empty"
     empty.mkdir()
-    runs.RunFolder(empty).check_new()
+    run_folders.RunFolder(empty).check_new()
 
 
 def test_find_runs(tmp_path):
     for name in ("b", "a", ".a.previous"):
-        runs.RunFolder(tmp_path / name).create()
-        runs.RunFolder(tmp_path / name).write_manifest({})
+        run_folders.RunFolder(tmp_path / name).create()
+        run_folders.RunFolder(tmp_path / name).write_manifest({})
     (tmp_path / "notes").mkdir()
     # Hidden folders are work in progress (an old run kept aside by --overwrite), not results.
-    assert [p.name for p in runs.find_runs(tmp_path)] == ["a", "b"]
-    assert runs.find_runs(tmp_path / "a") == [tmp_path / "a"]
-    assert runs.find_runs(tmp_path / "notes") == []
+    assert [p.name for p in run_folders.find_runs(tmp_path)] == ["a", "b"]
+    assert run_folders.find_runs(tmp_path / "a") == [tmp_path / "a"]
+    assert run_folders.find_runs(tmp_path / "notes") == []
 
 
 def test_state_must_name_an_existing_checkpoint(tmp_path):
-    folder = runs.RunFolder(tmp_path)
+    folder = run_folders.RunFolder(tmp_path)
     assert folder.read_state() is None and folder.completed_epochs() == 0
     folder.write_state({"epoch": 3, "checkpoint": "checkpoints/epoch-0003.weights.h5"})
-    with pytest.raises(runs.RunFolderError, match="missing"):
+    with pytest.raises(run_folders.RunFolderError, match="missing"):
         folder.read_state()
 
 

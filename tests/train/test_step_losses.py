@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from prednet_keras.training_callbacks import StepLosses
+from prednet_keras.session.callbacks import StepLosses
 
 
 def test_losses_come_back_in_order_one_step_late_and_all_on_flush():

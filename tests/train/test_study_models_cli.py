@@ -84,7 +84,7 @@ def test_autoencoder_quick(tmp_path):
     folder = tmp_path / "ae"
     result = train(["--model", "autoencoder", "--autoencoder", "dense", "--protocol", "quick", "--quiet", "-o", folder])
     manifest, _ = _check_run(folder, result, "autoencoder", 600)
-    # Not a terminal: the compiling first update and the progress lines still appear (run_progress).
+    # Not a terminal: the compiling first update and the progress lines still appear (session.display).
     lines = result.stdout.splitlines()
     assert any(line.startswith("Compiling the update step") for line in lines), result.stdout
     assert any(line.startswith("  first update done in") for line in lines), result.stdout

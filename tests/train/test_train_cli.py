@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import runs
+from prednet_keras.session import folder as run_folders
 from prednet_keras.starting_point import read_initial_weights
 from prednet_keras.cli.train import main as train_main
 from tests.train.conftest import TINY, train
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 
 def _history(folder):
-    return runs.RunFolder(folder).read_history()
+    return run_folders.RunFolder(folder).read_history()
 
 
 def _without_timing(rows):
@@ -93,7 +93,7 @@ def test_resume_after_a_kill_continues_the_same_history(trained_run, weights_dir
     args = TINY + ["--data", tiny_npz, "--quiet", "-o", folder]
     killed = train(args, env={"PREDNET_TEST_KILL_AT": "2:1"})
     assert killed.returncode == 137, killed.stderr
-    assert runs.RunFolder(folder).completed_epochs() == 1
+    assert run_folders.RunFolder(folder).completed_epochs() == 1
     # A step of epoch 2 was recorded before the kill; resuming drops it.
     assert _history(folder)[-1]["epoch"] == 2
     assert json.loads((folder / "manifest.json").read_text())["status"] == "running"
@@ -194,7 +194,7 @@ def test_augmented_run_records_it_and_trains_on_changed_sequences(trained_run, w
 
 def test_default_data_is_the_embedded_video_and_overwrite_replaces(tmp_path):
     folder = tmp_path / "embedded"
-    old = runs.RunFolder(folder)
+    old = run_folders.RunFolder(folder)
     old.create()
     old.write_manifest({"status": "complete", "options": {}})
     (folder / "model.keras").write_bytes(b"old model")
@@ -297,7 +297,7 @@ def test_resume_refuses_changed_options_and_missing_runs(trained_run, tmp_path):
 
 
 def test_runs_recorded_before_unroll_existed_resume_with_the_loop_rolled():
-    from prednet_keras.train import TrainConfig
+    from prednet_keras.recipe import TrainConfig
 
     assert TrainConfig().unroll is True
     assert TrainConfig.from_dict(TrainConfig().to_dict()) == TrainConfig()

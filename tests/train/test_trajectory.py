@@ -6,9 +6,9 @@ import sys
 
 import numpy as np
 
-from prednet_keras import runs
+from prednet_keras.session import folder as run_folders
 from prednet_keras.runtime import RuntimeConfig
-from prednet_keras.train import TrainConfig
+from prednet_keras.recipe import TrainConfig
 from tests.train.conftest import train
 import pytest
 
@@ -24,7 +24,7 @@ def make_run(folder, data, points):
     config = TrainConfig(data=str(data), **OPTIONS).resolved()
     runtime = RuntimeConfig(backend="tensorflow", device="cpu", deterministic=True)
     folder.mkdir(parents=True)
-    runs.RunFolder(folder).write_manifest(runs.new_manifest(
+    run_folders.RunFolder(folder).write_manifest(run_folders.new_manifest(
         folder.name, config.to_dict(), runtime.to_dict(), ["test"], study={"trajectory_points": points}))
     return runtime
 
@@ -34,7 +34,7 @@ def train_in(folder, runtime, env=None):
 
     full = {k: str(v) for k, v in rt.environment_for(runtime).items()}
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "prednet_keras.worker", "train", str(folder), "--quiet"],
+    return subprocess.run([sys.executable, "-m", "prednet_keras.session.worker", "train", str(folder), "--quiet"],
                           env=full, capture_output=True, text=True, timeout=400)
 
 

@@ -13,7 +13,8 @@ from prednet_keras.figures import new_figure, save_png
 HISTORY_FIELDS = ("kind", "epoch", "step", "global_step", "loss", "val_loss", "lr", "seconds")
 
 
-def _parse_history_row(row):
+def parse_row(row):
+    """One row of history.csv as read by csv.DictReader, its numbers typed (empty cells: None)."""
     parsed = {}
     for key, value in row.items():
         if key == "kind":
@@ -27,7 +28,8 @@ def _parse_history_row(row):
     return parsed
 
 
-def _history_csv(rows):
+def csv_text(rows):
+    """history.csv's whole text for `rows` (the file is rewritten whole, e.g. a resume's rows cut)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=HISTORY_FIELDS, lineterminator="\n")
     writer.writeheader()

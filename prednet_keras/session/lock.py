@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from prednet_keras.diskwrite import atomic_write_json
-from prednet_keras.runs import RunFolderError
+from prednet_keras.session.folder import RunFolderError
 
 __all__ = ["LOCKS", "FolderLock", "RunFolderLocked", "RunLock"]
 

@@ -5,7 +5,7 @@ Backend, threads and determinism are fixed when the framework is imported; so
 trains in a fresh process (childproc: the runtime's environment, death with its
 parent, Ctrl-C passed on once):
 
-    python -m prednet_keras.worker train RUN_DIR [--quiet] [--resume JSON]
+    python -m prednet_keras.session.worker train RUN_DIR [--quiet] [--resume JSON]
 
 The process calls `runtime.configure` before building anything. Its output goes
 straight to the terminal; its exit status is the command's: 0 done, 1 error
@@ -20,9 +20,9 @@ import os
 import sys
 import time
 
-from prednet_keras import interrupts
 from prednet_keras.childproc import exit_status
 from prednet_keras.runtime import compile_cache
+from prednet_keras.session import interrupts
 
 __all__ = ["EXIT_INTERRUPTED", "exit_status", "launch", "main", "start"]
 
@@ -39,13 +39,13 @@ def start(run_dir, runtime_config, quiet=False, resume=None, **start_kwargs):
         run_dir: the run folder (its manifest must exist).
         runtime_config: the runtime.RuntimeConfig asked for.
         quiet: one log line per epoch instead of a progress bar.
-        resume: for --resume, the record train.run_training takes (command,
+        resume: for --resume, the record recipe_training.run_training takes (command,
             time, epochs); the training process writes it once the run is verified.
         **start_kwargs: passed to childproc.start (stdout, pass_fds, death_signal, ...).
     """
     from prednet_keras import childproc
 
-    args = ["-m", "prednet_keras.worker", "train", os.fspath(run_dir)]
+    args = ["-m", "prednet_keras.session.worker", "train", os.fspath(run_dir)]
     if quiet:
         args.append("--quiet")
     if resume is not None:
@@ -99,11 +99,10 @@ def train_main(run_dir, quiet=False, resume=None):
     Returns:
         The exit status.
     """
-    from prednet_keras import runs
-
+    from prednet_keras.session import folder as run_folders
     interrupts.install()
     sys.unraisablehook = _quiet_about_full_disks(sys.unraisablehook)
-    folder = runs.RunFolder(run_dir)
+    folder = run_folders.RunFolder(run_dir)
     try:
         from prednet_keras import runtime
 
@@ -125,28 +124,28 @@ def train_main(run_dir, quiet=False, resume=None):
             print(f"  waited {waited:.1f} s", flush=True)
 
         if _trained_by_protocol(manifest):
-            from prednet_keras import study_train
-            from prednet_keras.records import Fingerprint, RuntimeEffective
+            from prednet_keras.session import protocol_training
+            from prednet_keras.session.records import Fingerprint, RuntimeEffective
 
             recorded = manifest.runtime.effective
             if recorded is None or not recorded.to_dict():  # absent, null or {}: none recorded yet
                 manifest.runtime.effective = RuntimeEffective.from_dict(effective)
                 manifest.fingerprint = Fingerprint.from_dict(record["fingerprint"])
                 folder.write_manifest(manifest)
-            study_train.run_study_training(run_dir, record, quiet=quiet)
+            protocol_training.run_study_training(run_dir, record, quiet=quiet)
             return 0
 
-        from prednet_keras import train
+        from prednet_keras.session import recipe_training
 
         # run_training records the runtime with its session, once the run is verified.
-        train.run_training(run_dir, record, quiet=quiet, resume=resume, should_stop=interrupts.stop_requested)
+        recipe_training.run_training(run_dir, record, quiet=quiet, resume=resume, should_stop=interrupts.stop_requested)
         return 0
     except KeyboardInterrupt:
         # One interruption is recorded; a second signal must not cut the record short.
         interrupts.ignore()
-        from prednet_keras import run_session
+        from prednet_keras.session import bookkeeping
 
-        run_session.mark_stopped(run_dir, "interrupted")
+        bookkeeping.mark_stopped(run_dir, "interrupted")
         if _is_study_run(folder):
             print(
                 f"\nInterrupted; this model's protocol keeps no checkpoints, so start it again "
@@ -168,10 +167,10 @@ def train_main(run_dir, quiet=False, resume=None):
         )
         return EXIT_INTERRUPTED
     except _user_errors() as error:
-        from prednet_keras import run_session
+        from prednet_keras.session import bookkeeping
 
         message = _one_line(error)
-        run_session.mark_stopped(run_dir, "failed", message)
+        bookkeeping.mark_stopped(run_dir, "failed", message)
         if os.environ.get("PREDNET_DEBUG"):
             raise
         print(f"Error: {message}", file=sys.stderr, flush=True)
@@ -181,17 +180,17 @@ def train_main(run_dir, quiet=False, resume=None):
             _after_full_disk(folder)
         return 1
     except Exception as error:
-        from prednet_keras import run_session
         from prednet_keras.diskwrite import is_space_error
+        from prednet_keras.session import bookkeeping
 
         if is_space_error(error):
             # A write the run folder's own writers did not see (a library's file): still the user's disk.
             message = _space_message(error, folder.path)
-            run_session.mark_stopped(run_dir, "failed", message)
+            bookkeeping.mark_stopped(run_dir, "failed", message)
             print(f"Error: {message}", file=sys.stderr, flush=True)
             _after_full_disk(folder)
             return 1
-        run_session.mark_stopped(run_dir, "failed", f"{type(error).__name__}: {_one_line(error)}")
+        bookkeeping.mark_stopped(run_dir, "failed", f"{type(error).__name__}: {_one_line(error)}")
         raise
 
 
@@ -231,10 +230,10 @@ def _space_message(error, folder):
 
 
 def _trained_by_protocol(manifest):
-    """Whether the run's model kind trains by a protocol (study_train.py, no checkpoints), not by the recipe;
+    """Whether the run's model kind trains by a protocol (protocol_training.py, no checkpoints), not by the recipe;
     `manifest`: a records.Manifest (or its dict)."""
     from prednet_keras import model_kinds
-    from prednet_keras.records import Manifest
+    from prednet_keras.session.records import Manifest
 
     kind = model_kinds.find(Manifest.coerce(manifest).model_kind or "prednet")
     return kind is not None and not kind.checkpoints
@@ -248,8 +247,8 @@ def _is_study_run(folder):
 
 
 def main(argv=None):
-    """Entry point of `python -m prednet_keras.worker`."""
-    parser = argparse.ArgumentParser(prog="python -m prednet_keras.worker")
+    """Entry point of `python -m prednet_keras.session.worker`."""
+    parser = argparse.ArgumentParser(prog="python -m prednet_keras.session.worker")
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train the run in RUN_DIR from its last completed epoch")
     train.add_argument("run_dir")

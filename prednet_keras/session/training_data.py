@@ -63,9 +63,9 @@ def load_training_data(config):
         raise ValueError(
             f"Validation frames are {val.frame_shape}, training frames {train.frame_shape}; give --size."
         )
-    info = {"train": _describe_data(train, train_origin)}
+    info = {"train": describe_data(train, train_origin)}
     if val is not None:
-        info["val"] = _describe_data(val, val_origin)
+        info["val"] = describe_data(val, val_origin)
     return train, val, info
 
 
@@ -92,7 +92,9 @@ def split_frames(dataset, fraction):
     return dataset.select(slice(0, cut)), dataset.select(slice(cut, count))
 
 
-def _describe_data(dataset, origin):
+def describe_data(dataset, origin):
+    """What a run's manifest records of the frames it trained or validated on (`origin`: where they came from),
+    for every model kind that reads frames."""
     runs_ = dataset.source_runs()
     return {
         "source": origin,

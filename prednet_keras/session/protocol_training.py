@@ -4,12 +4,12 @@
 as the authors' main.py), `prednet-train --model autoencoder` (the MNIST
 control) and `prednet-train --model module:function` (a user's own Keras
 model, `model_kinds/user.py`) run their kind's protocol (`model_kinds`) in the
-training process (`prednet_keras.worker`), after `runtime.configure`, so every
+training process (`prednet_keras.session.worker`), after `runtime.configure`, so every
 runtime option applies as for Lotter's PredNet. This loop is the same for
 every such kind; what differs (data, model, protocol, records) the kind says.
 The run folder gets:
 
-- manifest.json: options (`StudyConfig`), runtime, data, initial weights,
+- manifest.json: options (`model_kinds.study_config.StudyConfig`), runtime, data, initial weights,
   `metric` (the protocol's number the study compares) and `result` (the
   protocol's summary);
 - history.csv: one row per update (update, loss, then the protocol's record);
@@ -23,15 +23,14 @@ import shutil
 
 from prednet_keras import model_kinds
 from prednet_keras.diskwrite import write_through_temporary
-from prednet_keras.model_kinds.study_config import StudyConfig
-from prednet_keras.records import Manifest
-from prednet_keras.run_history import update_rows
-from prednet_keras.run_progress import UpdateProgress
-from prednet_keras.run_session import RunSession
-from prednet_keras.trajectory import FILE as TRAJECTORY_FILE
-from prednet_keras.trajectory import Trajectory
+from prednet_keras.session.bookkeeping import RunSession
+from prednet_keras.session.display import UpdateProgress
+from prednet_keras.session.history import update_rows
+from prednet_keras.session.records import Manifest
+from prednet_keras.session.trajectory import FILE as TRAJECTORY_FILE
+from prednet_keras.session.trajectory import Trajectory
 
-__all__ = ["HELDOUT_PREDICTIONS", "STUDY_MODELS", "StudyConfig", "run_study_training"]
+__all__ = ["HELDOUT_PREDICTIONS", "STUDY_MODELS", "run_study_training"]
 
 HELDOUT_PREDICTIONS = "heldout_predictions.npz"
 
@@ -54,7 +53,7 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
     import keras
 
     from prednet_keras import starting_point
-    from prednet_keras.train import jit_compile_for
+    from prednet_keras.session.recipe_training import jit_compile_for
 
     run = RunSession(run_dir)
     folder, manifest = run.folder, run.manifest

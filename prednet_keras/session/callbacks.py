@@ -2,7 +2,7 @@
 `LastBatchLoss`, the per-step loss history.csv records, is in models.py with the other models' metrics).
 
 `RunRecorder` (history rows, a checkpoint every completed epoch, the best model kept), `StopOnRequest`,
-`FirstCallAnnouncer` and `ProgressLogger` (the progress lines of `run_progress`, per epoch), and what
+`FirstCallAnnouncer` and `ProgressLogger` (the progress lines of `display`, per epoch), and what
 they use: `StepLosses` (reading losses without stalling the device), `export_best`, and the
 PREDNET_TEST_KILL_AT test hook.
 """
@@ -16,11 +16,11 @@ import time
 import keras
 import numpy as np
 
-from prednet_keras import interrupts
 from prednet_keras.diskwrite import file_sha256, write_through_temporary
 from prednet_keras.recipe import learning_rate_at
-from prednet_keras.run_history import draw_loss
-from prednet_keras.run_progress import FirstStep, is_terminal
+from prednet_keras.session import interrupts
+from prednet_keras.session.display import FirstStep, is_terminal
+from prednet_keras.session.history import draw_loss
 
 # Test hook: "EPOCH:STEP" (from 1) kills the training process with SIGKILL right
 # after that step, as a power cut would, to test --resume; "EPOCH:MOMENT" at one
@@ -223,7 +223,7 @@ class StopOnRequest(keras.callbacks.Callback):
 
 class FirstCallAnnouncer(keras.callbacks.Callback):
     """Says when the first training and validation steps, which compile, start and end
-    (`run_progress.FirstStep`: a log, a pipe or nohup would otherwise show a process that looks hung).
+    (`display.FirstStep`: a log, a pipe or nohup would otherwise show a process that looks hung).
 
     Args:
         bar: a progress bar is being drawn (the validation's line then

@@ -1,12 +1,12 @@
 """One training process's work on one run folder (issue 27): what both training drivers share.
 
-`train.run_training` (Lotter's recipe, Keras fit with checkpoints) and `study_train.run_study_training`
+`recipe_training.run_training` (Lotter's recipe, Keras fit with checkpoints) and `protocol_training.run_study_training`
 (a model kind's protocol, no checkpoints) each open a `RunSession`: it reads the run's manifest (typed
 for reading: `recorded`), restores a checkpoint after checking it is the one recorded, records this
 process in its `sessions` (started, pid, the fields the driver gives; an earlier process that never
 said how it ended is marked killed), marks the run running, times the training, opens history.csv,
 draws loss.png and marks the run complete at the end. `mark_stopped` records a process that ended
-early (interrupted, failed), for either driver. What the run prints while it trains: `run_progress`.
+early (interrupted, failed), for either driver. What the run prints while it trains: `display`.
 
 Why not Keras' `BackupAndRestore` and `CSVLogger`: BackupAndRestore writes its weights in place and its
 epoch in a second file after them, so a kill during or between the two leaves a backup that is
@@ -21,10 +21,10 @@ import contextlib
 import os
 import time
 
-from prednet_keras import runs
 from prednet_keras.diskwrite import file_sha256
-from prednet_keras.records import Manifest
-from prednet_keras.run_history import HISTORY_FIELDS, HistoryWriter, draw_loss
+from prednet_keras.session import folder as run_folders
+from prednet_keras.session.history import HISTORY_FIELDS, HistoryWriter, draw_loss
+from prednet_keras.session.records import Manifest
 
 __all__ = ["RunSession", "mark_stopped", "now"]
 
@@ -47,7 +47,7 @@ class RunSession:
     """
 
     def __init__(self, run_dir):
-        self.folder = runs.RunFolder(run_dir)
+        self.folder = run_folders.RunFolder(run_dir)
         self.manifest = self.folder.read_manifest()
         self.record = None
 
@@ -63,7 +63,7 @@ class RunSession:
         recorded when it was written; the folder is not written.
 
         Raises:
-            runs.RunFolderError: the file or its weights are not the ones recorded.
+            run_folders.RunFolderError: the file or its weights are not the ones recorded.
         """
         from prednet_keras import starting_point
 
@@ -144,8 +144,8 @@ def _check_checkpoint_file(checkpoint, state):
     """
     expected = state.get("checkpoint_sha256")
     if expected is not None and file_sha256(checkpoint) != expected:
-        raise runs.RunFolderError(
-            f"{checkpoint}: not the checkpoint written at epoch {state['epoch']} ({runs.STATE} records sha256 "
+        raise run_folders.RunFolderError(
+            f"{checkpoint}: not the checkpoint written at epoch {state['epoch']} ({run_folders.STATE} records sha256 "
             f"{expected[:12]}..., the file's differs): it was changed or replaced since, so this run cannot be "
             "continued from it."
         )
@@ -158,12 +158,12 @@ def _verify_checkpoint(folder, manifest, state, actual):
     before that record are checked against result.weights_checksum (the final
     weights) when the checkpoint is the final epoch's.
     """
-    expected, where = state.get("weights_checksum"), f"{runs.STATE} weights_checksum"
+    expected, where = state.get("weights_checksum"), f"{run_folders.STATE} weights_checksum"
     result = Manifest.coerce(manifest).result
     if expected is None and result and result.weights_checksum and result.epochs_completed == state["epoch"]:
-        expected, where = result.weights_checksum, f"{runs.MANIFEST} result.weights_checksum"
+        expected, where = result.weights_checksum, f"{run_folders.MANIFEST} result.weights_checksum"
     if expected is not None and expected != actual:
-        raise runs.RunFolderError(
+        raise run_folders.RunFolderError(
             f"{folder.path / state['checkpoint']} does not hold the weights recorded for it ({where} "
             f"{expected[:12]}..., the file holds {actual[:12]}...): it was changed after it was written, so "
             "this run cannot be continued."
@@ -185,10 +185,10 @@ def mark_stopped(run_dir, status, error=None):
     Returns:
         True when the manifest was written.
     """
-    folder = runs.RunFolder(run_dir)
+    folder = run_folders.RunFolder(run_dir)
     try:
         manifest = folder.read_manifest()
-    except runs.RunFolderError:
+    except run_folders.RunFolderError:
         return False
     sessions = manifest.get("sessions") or []
     ours = bool(sessions) and sessions[-1].get("pid") == os.getpid() and "ended" not in sessions[-1]
@@ -205,7 +205,7 @@ def mark_stopped(run_dir, status, error=None):
             sessions[-1]["error"] = error
     try:
         folder.write_manifest(manifest)
-    except (OSError, runs.RunFolderError):
+    except (OSError, run_folders.RunFolderError):
         # A full disk: the manifest is replaced atomically or not at all, so the last record stands.
         return False
     return True

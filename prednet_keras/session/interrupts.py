@@ -5,7 +5,7 @@ A handler that raises KeyboardInterrupt raises it wherever the main thread is. D
 can be after its checkpoint is written and before the state that makes the epoch count: the epoch's work
 is then thrown away, and a stop between the state and the best model leaves a model.keras older than its
 record. So the recorder marks that work `deferred()`: a request arriving meanwhile is only noted, and
-`StopOnRequest` (training_callbacks), which runs after the recorder, stops training once the epoch is
+`StopOnRequest` (callbacks), which runs after the recorder, stops training once the epoch is
 recorded whole.
 """
 

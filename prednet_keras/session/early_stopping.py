@@ -8,7 +8,7 @@ the model: model.keras is already the best epoch's (RunRecorder).
 
 import keras
 
-from prednet_keras.runs import plural
+from prednet_keras.session.folder import plural
 
 __all__ = ["ResumableEarlyStopping"]
 

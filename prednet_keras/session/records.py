@@ -6,7 +6,7 @@ changes nothing. The fields the code reads (status, result, runtime.requested/ef
 sessions, ...) are typed attributes; a key absent from a file reads as None and is not
 written back unless the code sets it.
 
-Schema version: a manifest's `format_version` (SCHEMA_VERSION, the number runs.py writes). Every manifest
+Schema version: a manifest's `format_version` (SCHEMA_VERSION, the number folder.py writes). Every manifest
 written so far is version 1; the version-1 layout grew by fields added without a version bump, and
 `migrate` fills in what an older file implies (see there). A future version 2 adds one step to
 `_VERSION_STEPS`; a file newer than this package is refused, never guessed at.
@@ -332,7 +332,7 @@ class Result(Record):
 
 @dataclass
 class Manifest(Record):
-    """manifest.json of a run folder (see runs.py for when each part is written)."""
+    """manifest.json of a run folder (see folder.py for when each part is written)."""
 
     format: str | None = None
     format_version: int | None = None
@@ -364,7 +364,7 @@ class Manifest(Record):
         return cls.from_dict(json.loads(text))
 
     def to_json(self):
-        """The text runs.RunFolder.write_manifest writes (diskwrite.atomic_write_json, indented)."""
+        """The text folder.RunFolder.write_manifest writes (diskwrite.atomic_write_json, indented)."""
         return json.dumps(_json_safe(self.to_dict()), sort_keys=False, indent=2) + "\n"
 
     @classmethod
@@ -417,7 +417,7 @@ class Manifest(Record):
 #   runtime.requested.precision, runtime.effective.precision (--precision): absent = "float32", the only
 #     precision there was.
 #   result.model_weights_checksum (model.keras's own checksum): absent in older complete runs; it is NOT
-#     invented here (model.keras may hold the best epoch, not the final weights): runs.RunFolder
+#     invented here (model.keras may hold the best epoch, not the final weights): folder.RunFolder
 #     .recorded_model_checksum says which checksum an older run's model.keras is checked against.
 #   study.executor (--executor ray): absent = the local executor, which records none.
 #   code (the commit and files the run was made with): absent = not recorded (runs made before it was);

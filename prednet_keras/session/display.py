@@ -1,8 +1,8 @@
 """What a training run prints while it trains, the same on a terminal, a pipe or a log file.
 
-Both loops use it: Lotter's recipe (`train.run_training`, through the Keras callbacks in
-`training_callbacks`, which add a per-epoch bar on a terminal) and a model kind's protocol
-(`study_train.run_study_training`, counted in updates).
+Both loops use it: Lotter's recipe (`recipe_training.run_training`, through the Keras callbacks in
+`callbacks`, which add a per-epoch bar on a terminal) and a model kind's protocol
+(`protocol_training.run_study_training`, counted in updates).
 
 - `FirstStep`: a phase's first step compiles and can take over a minute (74 s with XLA on a GPU)
   while printing nothing by itself, so a log, a pipe or nohup would show a process that looks hung;

@@ -34,9 +34,9 @@ import shutil
 from pathlib import Path
 
 from prednet_keras.diskwrite import TEMP_PREFIX, atomic_write, atomic_write_json
-from prednet_keras.records import RUN_FORMAT, Manifest, Result
-from prednet_keras.records import SCHEMA_VERSION as RUN_FORMAT_VERSION
-from prednet_keras.run_history import HistoryWriter, _history_csv, _parse_history_row
+from prednet_keras.session.history import HistoryWriter, csv_text, parse_row
+from prednet_keras.session.records import RUN_FORMAT, Manifest, Result
+from prednet_keras.session.records import SCHEMA_VERSION as RUN_FORMAT_VERSION
 
 __all__ = [
     "Replacement",
@@ -143,7 +143,7 @@ def shipped_reason(path):
     """
     path = Path(path)
     real = path.resolve()
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # prednet_keras/, which holds session/
     if real == package or package in real.parents:
         return "it lies inside the installed prednet_keras package"
     if (path / SHIPPED_MARKER).is_file():
@@ -404,13 +404,13 @@ class RunFolder:
             return []
         with open(self.history_path, newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
-        return [_parse_history_row(row) for row in rows]
+        return [parse_row(row) for row in rows]
 
     def truncate_history(self, epochs):
         """Keeps only the rows of the first `epochs` epochs (drops the partial
         epoch an interruption left), atomically."""
         rows = [row for row in self.read_history() if row["epoch"] is not None and row["epoch"] <= epochs]
-        atomic_write(self.history_path, _history_csv(rows))
+        atomic_write(self.history_path, csv_text(rows))
         return rows
 
     def open_history(self):
@@ -481,7 +481,7 @@ class Replacement:
 
 def _kind_without_checkpoints(model):
     """Whether the model kind `model` trains by a protocol (no checkpoints: its final weights are its result)."""
-    # base alone: the kinds' modules reach train.py, which uses this module (the package registers them).
+    # base alone: the kinds' modules reach recipe_training.py, which uses this module (the package registers them).
     from prednet_keras.model_kinds import base
 
     kind = base.find(model) if model else None

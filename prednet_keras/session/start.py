@@ -1,8 +1,8 @@
 """Starting a training run for a command: a new run, or the continuation of one.
 
 What `prednet-train` does once its options are parsed and checked: under the run folder's lock
-(`runlock`), write the manifest of a new run (keeping an old run aside with `--overwrite` until the
-new one has completed an epoch: `runs.Replacement`) or check a run to continue, then train in the
+(`lock`), write the manifest of a new run (keeping an old run aside with `--overwrite` until the
+new one has completed an epoch: `run_folders.Replacement`) or check a run to continue, then train in the
 training process (`worker.launch`) and leave the folder as the outcome deserves: a run that ended
 before completing an epoch is removed (or the old run put back), one that was killed says how to
 continue. The command's lines go through `say` (the CLI prints them on stderr). No framework at
@@ -12,7 +12,9 @@ import.
 import shutil
 from pathlib import Path
 
-from prednet_keras import runlock, runs, worker
+from prednet_keras.session import folder as run_folders
+from prednet_keras.session import worker
+from prednet_keras.session.lock import RunLock
 
 __all__ = ["how_it_ended", "resumable_run", "resume_run", "start_new_run"]
 
@@ -31,14 +33,14 @@ def start_new_run(path, config, runtime_config, command, *, overwrite=False, qui
         say: prints one line of the command's own output.
 
     Raises:
-        runs.RunFolderError: the folder may not be written (it exists, it is locked, ...); nothing changed.
+        run_folders.RunFolderError: the folder may not be written (it exists, it is locked, ...); nothing changed.
     """
-    folder = runs.RunFolder(path)
-    replacement = runs.Replacement(folder)
+    folder = run_folders.RunFolder(path)
+    replacement = run_folders.Replacement(folder)
     if not replacement.aside.is_dir():
         # Refused before anything is written, the lock file included.
         folder.check_new(overwrite=overwrite)
-    with runlock.RunLock(folder.path) as lock:
+    with RunLock(folder.path) as lock:
         recovered = replacement.recover()
         if recovered:
             say(f"({recovered})")
@@ -53,7 +55,7 @@ def _start_locked(folder, replacement, lock, config, runtime_config, command, qu
         existed = False
     folder.create()
     extra = {"schedule": schedule} if schedule else {}
-    folder.write_manifest(runs.new_manifest(folder.path.name, config.to_dict(), runtime_config.to_dict(), command,
+    folder.write_manifest(run_folders.new_manifest(folder.path.name, config.to_dict(), runtime_config.to_dict(), command,
                                             **extra))
     say(f"Run folder: {folder.path}")
     if replacement.active:
@@ -98,17 +100,17 @@ def resume_run(path, check, *, quiet=False, say=print):
         quiet: one line per epoch instead of a progress bar.
         say: prints one line of the command's own output.
     """
-    folder = runs.RunFolder(path)
-    replacement = runs.Replacement(folder)
+    folder = run_folders.RunFolder(path)
+    replacement = run_folders.Replacement(folder)
     if not replacement.aside.is_dir():
         check(folder)
-    with runlock.RunLock(folder.path) as lock:
+    with RunLock(folder.path) as lock:
         recovered = replacement.recover()
         if recovered:
             say(f"({recovered})")
         done, runtime_config, record = check(folder)
         before = folder.manifest_path.read_bytes()
-        say(f"Run folder: {folder.path} ({runs.plural(done, 'epoch')} completed)")
+        say(f"Run folder: {folder.path} ({run_folders.plural(done, 'epoch')} completed)")
         _say_starting(runtime_config, say)
         code = worker.launch(folder.path, runtime_config, quiet=quiet, resume=record, pass_fds=lock.fds())
     if code != 0 and folder.manifest_path.read_bytes() == before:
@@ -124,25 +126,25 @@ def resumable_run(folder):
     """What a run records that --resume continues from; fails, changing nothing, when it cannot be continued.
 
     Args:
-        folder: the runs.RunFolder.
+        folder: the run_folders.RunFolder.
 
     Returns:
         (its manifest dict, completed epochs, its recipe.TrainConfig, its runtime.RuntimeConfig).
 
     Raises:
-        runs.RunFolderError: not a resumable run (see RunFolder.check_resumable), a model kind without
+        run_folders.RunFolderError: not a resumable run (see RunFolder.check_resumable), a model kind without
             checkpoints, a manifest without a prednet run's options and runtime, or a run that stopped early.
     """
     from prednet_keras import model_kinds, runtime
     from prednet_keras.recipe import TrainConfig
-    from prednet_keras.records import Manifest
+    from prednet_keras.session.records import Manifest
 
     manifest, done = folder.check_resumable()
     run_record = Manifest.coerce(manifest)
     recorded_model = run_record.model_kind
     recorded_kind = model_kinds.find(recorded_model) if recorded_model else None
     if recorded_kind is not None and not recorded_kind.checkpoints:
-        raise runs.RunFolderError(
+        raise run_folders.RunFolderError(
             f"{folder.path} is a --model {recorded_model} run; its protocol keeps no checkpoints, so it cannot be "
             "resumed: start it again (--overwrite replaces it)."
         )
@@ -151,13 +153,13 @@ def resumable_run(folder):
         requested_runtime = runtime.RuntimeConfig.from_dict(
             _recorded_part(run_record.runtime and run_record.runtime.requested, "runtime.requested"))
     except (KeyError, TypeError, ValueError) as error:
-        raise runs.RunFolderError(
+        raise run_folders.RunFolderError(
             f"{folder.manifest_path} does not record a prednet run's options and runtime ({error}); "
             "it cannot be resumed."
         ) from None
     stopped = run_record.result.get("stopped_early") if run_record.result else None
     if stopped:
-        raise runs.RunFolderError(
+        raise run_folders.RunFolderError(
             f"{folder.path} stopped early at epoch {stopped.get('epoch')}: {stopped.get('reason')}, best epoch "
             f"{stopped.get('best_epoch')} (in model.keras). An early-stopped run is complete; --resume has nothing "
             "to continue. Train further in a new run (a larger --patience, or none)."
@@ -168,7 +170,7 @@ def resumable_run(folder):
 def _recorded_part(part, name):
     """The dict of a manifest's record `part` (records.Record); KeyError when absent, TypeError when not an
     object, as reading the dict raised."""
-    from prednet_keras.records import Record
+    from prednet_keras.session.records import Record
 
     if part is None:
         raise KeyError(name)

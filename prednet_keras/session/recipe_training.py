@@ -15,9 +15,9 @@ What this module adds to it:
   starts from the same numbers.
 
 Its pieces: the frames and the order of batches (`training_data`), the metric and
-the callbacks that record the run (`training_callbacks`).
+the callbacks that record the run (`callbacks`).
 
-`run_training` runs in the training process (`prednet_keras.worker`), after
+`run_training` runs in the training process (`prednet_keras.session.worker`), after
 `runtime.configure`; `TrainConfig` is also what the CLI validates before it
 starts that process.
 """
@@ -28,40 +28,39 @@ import time
 
 import keras
 
-from prednet_keras import torch_compile
+from prednet_keras.session import torch_compile
 from prednet_keras.runtime.distribution import batch_problem
-from prednet_keras.early_stopping import ResumableEarlyStopping
-from prednet_keras.run_session import RunSession, mark_stopped, now
-from prednet_keras.runs import plural
+from prednet_keras.session.early_stopping import ResumableEarlyStopping
+from prednet_keras.session.bookkeeping import RunSession, now
+from prednet_keras.session.folder import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.memory_estimate import memory_problem
 from prednet_keras.models import LastBatchLoss, build_training_model
-from prednet_keras.records import Manifest
+from prednet_keras.session.records import Manifest
 from prednet_keras.recipe import (
-    MODELS,
     TrainConfig,
     layer_loss_weights_for,
     learning_rate_at,
     schedule_text,
     time_loss_weights_for,
 )
-from prednet_keras.training_callbacks import (
+from prednet_keras.session.callbacks import (
     FirstCallAnnouncer,
     ProgressLogger,
     RunRecorder,
     StopOnRequest,
     export_best,
 )
-from prednet_keras.training_data import EpochBatches, load_training_data, run_order_checksum
-from prednet_keras.trajectory import FILE as TRAJECTORY_FILE
-from prednet_keras.trajectory import Trajectory
+from prednet_keras.session.training_data import EpochBatches, load_training_data, run_order_checksum
+from prednet_keras.session.trajectory import FILE as TRAJECTORY_FILE
+from prednet_keras.session.trajectory import Trajectory
 
 __all__ = [
-    "MODELS",
-    "TrainConfig",
     "TrainingDiverged",
-    "learning_rate_at",
-    "mark_stopped",
+    "build_model",
+    "check_best_model",
+    "check_fits",
+    "jit_compile_for",
     "run_training",
 ]
 
@@ -121,7 +120,7 @@ def _layer_loss_spec(value):
     return value if isinstance(value, str) else list(value)
 
 
-def _check_fits(config, frame_shape, sequences, device):
+def check_fits(config, frame_shape, sequences, device):
     """Refuses, before the model is built, a batch larger than the training data or one that cannot fit in
     this machine's memory (a CPU run; on a GPU the framework reports its own out-of-memory error)."""
     if config.batch_size > sequences:
@@ -134,7 +133,7 @@ def _check_fits(config, frame_shape, sequences, device):
             raise ValueError(problem)
 
 
-def _check_best_model(folder, state):
+def check_best_model(folder, state):
     """Refuses to resume a run whose model.keras is not the best epoch's model that state.json records:
     training on would write a manifest vouching for a file it did not make."""
     from prednet_keras.saving import load_model
@@ -226,7 +225,7 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     uneven = batch_problem(config.batch_size, validation.N_sequences if validation is not None else 0, devices)
     if uneven:
         raise ValueError(uneven)
-    _check_fits(config, train_data.frame_shape, len(sequences), str(recorded.requested.device))
+    check_fits(config, train_data.frame_shape, len(sequences), str(recorded.requested.device))
     jit = jit_compile_for(requested, runtime_record.get("effective") or {})
     keras.utils.set_random_seed(config.seed)
     model, prednet_kwargs = build_model(config, train_data.frame_shape, jit)
@@ -238,7 +237,7 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
         print(f"Loading the checkpoint of epoch {first_epoch} ({folder.path / state['checkpoint']}) ...", flush=True)
         run.restore_checkpoint(model, state)
         if state.get("best_epoch") != first_epoch:  # else model.keras is written again from this checkpoint
-            _check_best_model(folder, state)
+            check_best_model(folder, state)
         print(f"  loaded and verified in {time.perf_counter() - started:.1f} s", flush=True)
 
     # -- from here on the run folder is written ---------------------------
