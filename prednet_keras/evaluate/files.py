@@ -23,6 +23,7 @@ __all__ = [
     "plot_grid",
     "plot_per_step",
     "scores_text",
+    "summary_line",
     "write_comparison",
     "write_scores",
 ]
@@ -91,6 +92,11 @@ def scores_text(scores, name=None):
     return "\n".join(lines) + "\n"
 
 
+def summary_line(scores):
+    """The scores in one line, as prednet-eval prints them after the model's name: the MSE against the
+    previous frame's, the verdict in words, SSIM and PSNR."""
+    return (f"MSE {scores['mse_model']:.6g} vs previous frame {scores['mse_prev']:.6g}: "
+            f"{baseline_verdict(scores)}; SSIM {scores['ssim_model']:.4f}, PSNR {scores['psnr_model']:.2f} dB")
 
 
 def _show_frame(axes, frame):
