@@ -94,8 +94,9 @@ def scores_text(scores, name=None, metrics=METRICS):
     per = scores["per_step"]
     lines += ["", "per time step:", " ".join([f"{'t':>3}"] + [f"{title:>{width}}" for title, _, _, width in columns])]
     for t in per["t"]:
-        cells = ["-" if per[key][t] is None else format(per[key][t], fmt) for _, key, fmt, _ in columns]
-        lines.append(" ".join([f"{t:>3}"] + [f"{cell:>{width}}" for cell, (*_, width) in zip(cells, columns)]))
+        value_cells = [f"{'-' if per[key][t] is None else format(per[key][t], fmt):>{width}}"
+                       for _, key, fmt, width in columns]
+        lines.append(" ".join([f"{t:>3}"] + value_cells))
     return "\n".join(lines) + "\n"
 
 
