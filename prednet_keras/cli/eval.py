@@ -143,11 +143,8 @@ def main(models, data, nt, extrap_start, batch_size, plots, output, overwrite, b
         files.write_scores(target, scores, X, Xhat, plots=plots, name=ref.name, extrap_start=extrap_start)
         results.append((ref.name, scores))
         precision_note = "" if precision == "float32" else f" ({precision})"
-        click.echo(
-            f"{ref.name}: MSE {scores['mse_model']:.6g} vs previous frame {scores['mse_prev']:.6g}: "
-            f"{scoring.baseline_verdict(scores)}; SSIM {scores['ssim_model']:.4f}, PSNR {scores['psnr_model']:.2f} dB "
-            f"on {scores['sequences']} sequences{precision_note} -> {target}"
-        )
+        click.echo(f"{ref.name}: {files.summary_line(scores)} on {scores['sequences']} sequences{precision_note} "
+                   f"-> {target}")
     if several and len(results) > 1:
         rows, _ = files.write_comparison(comparison_dir, results)
         click.echo("")

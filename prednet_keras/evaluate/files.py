@@ -1,5 +1,9 @@
 """The files of an evaluation: prediction_scores.json/.txt, the per-step plot, the Actual / Predicted grids
-of prediction_plots/, and the comparison of several models (json, csv, txt, png). Written atomically."""
+of prediction_plots/, and the comparison of several models (json, csv, txt, png). Written atomically.
+
+Which metrics they show, with their labels, formats and units, is the table's (metrics.METRICS, or the one a
+caller passes as `metrics`); the headline metric (the table's first, MSE) also gets kitti_evaluate.py's two
+lines, its ratio and verdict, its previous-frame column per step, and the plots."""
 
 import os
 import shutil
@@ -9,20 +13,22 @@ import numpy as np
 
 from prednet_keras import diskwrite
 from prednet_keras.figures import new_figure, save_png
+from prednet_keras.evaluate.metrics import METRICS, headline
 from prednet_keras.evaluate.scoring import baseline_verdict
 
 __all__ = [
-    "COMPARISON_COLUMNS",
     "PER_STEP_PLOT",
     "PLOTS_DIR",
     "SCORES_JSON",
     "SCORES_TXT",
+    "comparison_columns",
     "comparison_rows",
     "comparison_text",
     "plot_comparison",
     "plot_grid",
     "plot_per_step",
     "scores_text",
+    "summary_line",
     "write_comparison",
     "write_scores",
 ]
@@ -50,47 +56,58 @@ def plot_note(sequences, count):
             "plot_NN_sequence_III.png is plot NN, of test sequence III (from 0); rows Actual / Predicted")
 
 
-def scores_text(scores, name=None):
+def scores_text(scores, name=None, metrics=METRICS):
     """prediction_scores.txt: kitti_evaluate.py's two lines, then the rest."""
+    first = headline(metrics)
     lines = [
-        f"Model MSE: {scores['mse_model']:f}",
-        f"Previous Frame MSE: {scores['mse_prev']:f}",
+        f"Model {first.label}: {scores[first.key('model')]:f}",
+        f"Previous Frame {first.label}: {scores[first.key('prev')]:f}",
         "",
     ]
     if name:
         lines.append(f"model: {name}")
-    lines += [
-        f"sequences: {scores['sequences']} x {scores['nt']} frames of {'x'.join(map(str, scores['frame_shape']))}"
-        " (first step not scored)",
-        f"MSE   model {scores['mse_model']:.6g}   previous frame {scores['mse_prev']:.6g}"
-        + (f"   ratio {scores['mse_ratio']:.3f}" if scores.get("mse_ratio") is not None else ""),
-        f"      {baseline_verdict(scores)}",
-        f"SSIM  model {scores['ssim_model']:.4f}   previous frame {scores['ssim_prev']:.4f}",
-        f"PSNR  model {scores['psnr_model']:.2f} dB   previous frame {scores['psnr_prev']:.2f} dB",
-    ]
+    lines.append(f"sequences: {scores['sequences']} x {scores['nt']} frames of "
+                 f"{'x'.join(map(str, scores['frame_shape']))} (first step not scored)")
+    for m in metrics:
+        line = f"{m.label:<5} model {m.text(scores[m.key('model')])}   previous frame {m.text(scores[m.key('prev')])}"
+        if m is first:
+            ratio = scores.get(m.key("ratio"))
+            lines += [line + (f"   ratio {ratio:.3f}" if ratio is not None else ""),
+                      f"      {baseline_verdict(scores, metrics)}"]
+        else:
+            lines.append(line)
     extrap = scores.get("extrapolation")
     if extrap:
-        lines += [
-            "",
-            f"extrapolation from step {extrap['start']} ({extrap['steps']} steps predicted from predictions):",
-            f"MSE   model {extrap['mse_model']:.6g}   last seen frame {extrap['mse_last_seen']:.6g}",
-            f"SSIM  model {extrap['ssim_model']:.4f}   last seen frame {extrap['ssim_last_seen']:.4f}",
-            f"PSNR  model {extrap['psnr_model']:.2f} dB   last seen frame {extrap['psnr_last_seen']:.2f} dB",
-        ]
+        lines += ["", f"extrapolation from step {extrap['start']} ({extrap['steps']} steps predicted from predictions):"]
+        lines += [f"{m.label:<5} model {m.text(extrap[m.key('model')])}   last seen frame "
+                  f"{m.text(extrap[m.key('last_seen')])}" for m in metrics]
     plotted = scores.get("plots")
     if plotted:
         lines += ["", f"{PLOTS_DIR}/: {plot_note(plotted, scores['sequences'])}"]
+    # The table per step: every metric's model column, and the headline's previous-frame column beside its own.
+    columns = []
+    for m in metrics:
+        fmt = m.step_format or m.value_format
+        columns.append((f"{m.label} model", m.key("model"), fmt, m.step_width))
+        if m is first:
+            columns.append((f"{m.label} prev", m.key("prev"), fmt, m.step_width))
     per = scores["per_step"]
-    lines += ["", "per time step:", f"{'t':>3} {'MSE model':>11} {'MSE prev':>11} {'SSIM model':>10} {'PSNR model':>10}"]
+    lines += ["", "per time step:", " ".join([f"{'t':>3}"] + [f"{title:>{width}}" for title, _, _, width in columns])]
     for t in per["t"]:
-        prev = per["mse_prev"][t]
-        lines.append(
-            f"{t:>3} {per['mse_model'][t]:>11.6f} {'-' if prev is None else format(prev, '.6f'):>11} "
-            f"{per['ssim_model'][t]:>10.4f} {per['psnr_model'][t]:>10.2f}"
-        )
+        value_cells = [f"{'-' if per[key][t] is None else format(per[key][t], fmt):>{width}}"
+                       for _, key, fmt, width in columns]
+        lines.append(" ".join([f"{t:>3}"] + value_cells))
     return "\n".join(lines) + "\n"
 
 
+def summary_line(scores, metrics=METRICS):
+    """The scores in one line, as prednet-eval prints them after the model's name: the headline metric (MSE)
+    against the previous frame's, the verdict in words, then the model's other metrics."""
+    first = headline(metrics)
+    others = ", ".join(f"{m.label} {m.text(scores[m.key('model')])}" for m in metrics if m is not first)
+    return (f"{first.label} {first.text(scores[first.key('model')])} vs previous frame "
+            f"{first.text(scores[first.key('prev')])}: {baseline_verdict(scores, metrics)}"
+            + (f"; {others}" if others else ""))
 
 
 def _show_frame(axes, frame):
@@ -137,27 +154,29 @@ def plot_grid(X, Xhat, path, extrap_start=None, title=None):
     save_png(figure, path, tight=False)
 
 
-def plot_per_step(scores, path, title=None):
-    """MSE per time step, model vs previous frame (and last seen frame when extrapolating)."""
+def plot_per_step(scores, path, title=None, metrics=METRICS):
+    """The headline metric (MSE) per time step, model vs previous frame (and last seen frame when
+    extrapolating)."""
+    first = headline(metrics)
     per = scores["per_step"]
     figure = new_figure(6, 3.6)
     axes = figure.subplots()
-    axes.plot(per["t"][1:], per["mse_model"][1:], "o-", label="model")
-    axes.plot(per["t"][1:], per["mse_prev"][1:], "s--", label="previous frame")
+    axes.plot(per["t"][1:], per[first.key("model")][1:], "o-", label="model")
+    axes.plot(per["t"][1:], per[first.key("prev")][1:], "s--", label="previous frame")
     extrap = scores.get("extrapolation")
     if extrap:
         T = extrap["start"]
-        axes.plot(per["t"][T:], extrap["per_step_mse_last_seen"][T:], "^:", label="last seen frame")
+        axes.plot(per["t"][T:], extrap[f"per_step_{first.key('last_seen')}"][T:], "^:", label="last seen frame")
         axes.axvspan(T - 0.5, per["t"][-1] + 0.5, color="tab:red", alpha=0.07, label="extrapolated")
     axes.set_xlabel("time step t")
-    axes.set_ylabel("MSE")
+    axes.set_ylabel(first.label)
     axes.set_title(title or "prediction error per time step", fontsize=9)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     save_png(figure, path)
 
 
-def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_start=None):
+def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_start=None, metrics=METRICS):
     """Writes prediction_scores.json/.txt, per_step.png and prediction_plots/.
 
     Earlier results in `folder` are replaced only once the new ones exist: the grids, the slow part, are
@@ -171,6 +190,7 @@ def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_
         plots: number of sequences to draw (evenly spread over the test set).
         name: model name for titles.
         extrap_start: marks extrapolated steps in the grids.
+        metrics: the table of metrics the scores hold (metrics.METRICS).
 
     Returns:
         List of the files written.
@@ -190,8 +210,8 @@ def write_scores(folder, scores, X=None, Xhat=None, plots=10, name=None, extrap_
                 plot_grid(X[i], Xhat[i], staging / drawn[-1], extrap_start,
                           title=f"{name or ''} test sequence {i}".strip())
         diskwrite.atomic_write_json(written[0], scores)
-        diskwrite.atomic_write(written[1], scores_text(scores, name))
-        plot_per_step(scores, written[2], title=name)
+        diskwrite.atomic_write(written[1], scores_text(scores, name, metrics))
+        plot_per_step(scores, written[2], title=name, metrics=metrics)
         if drawn:
             _swap_in(staging, folder / PLOTS_DIR)
             written += [folder / PLOTS_DIR / file for file in drawn]
@@ -211,34 +231,41 @@ def _swap_in(new, target):
     shutil.rmtree(aside, ignore_errors=True)
 
 
-COMPARISON_COLUMNS = (
-    "model", "mse_model", "mse_prev", "mse_ratio", "ssim_model", "ssim_prev", "psnr_model", "psnr_prev",
-)
+def comparison_columns(metrics=METRICS, extrapolated=False):
+    """The comparison's columns: the model's name, then each metric's model and previous-frame scores (and the
+    headline's ratio after them); with extrapolation, the headline's extrapolated scores last."""
+    first = headline(metrics)
+    columns = ["model"]
+    for m in metrics:
+        columns += [m.key("model"), m.key("prev")] + ([m.key("ratio")] if m is first else [])
+    if extrapolated:
+        columns += [f"extrap_{first.key('model')}", f"extrap_{first.key('last_seen')}"]
+    return columns
 
 
-def comparison_rows(results):
+def comparison_rows(results, metrics=METRICS):
     """One row per model for the comparison table.
 
     Args:
         results: list of (name, scores).
+        metrics: the table of metrics the scores hold (metrics.METRICS).
     """
+    first = headline(metrics)
     rows = []
     for name, scores in results:
         row = {"model": name}
-        row.update({k: scores.get(k) for k in COMPARISON_COLUMNS[1:]})
+        row.update({k: scores.get(k) for k in comparison_columns(metrics)[1:]})
         extrap = scores.get("extrapolation")
         if extrap:
-            row["extrap_mse_model"] = extrap["mse_model"]
-            row["extrap_mse_last_seen"] = extrap["mse_last_seen"]
+            row[f"extrap_{first.key('model')}"] = extrap[first.key("model")]
+            row[f"extrap_{first.key('last_seen')}"] = extrap[first.key("last_seen")]
         rows.append(row)
     return rows
 
 
 def comparison_text(rows):
-    """An aligned text table of comparison rows, best MSE first."""
-    columns = [c for c in COMPARISON_COLUMNS]
-    if any("extrap_mse_model" in r for r in rows):
-        columns += ["extrap_mse_model", "extrap_mse_last_seen"]
+    """An aligned text table of comparison rows (their columns, in order), in the rows' order."""
+    columns = list(dict.fromkeys(column for row in rows for column in row)) or comparison_columns()
     cells = [columns] + [[_cell(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     lines = []
@@ -257,29 +284,31 @@ def _cell(value):
     return str(value)
 
 
-def plot_comparison(rows, path):
-    """Bar chart: MSE of each model, previous-frame MSE as a marker per model."""
+def plot_comparison(rows, path, metrics=METRICS):
+    """Bar chart: the headline metric (MSE) of each model, the previous frame's as a marker per model."""
+    first = headline(metrics)
     figure = new_figure(max(5, 1.1 * len(rows) + 2), 3.8)
     axes = figure.subplots()
     x = np.arange(len(rows))
-    axes.bar(x, [r["mse_model"] for r in rows], color="tab:blue", label="model MSE")
-    axes.scatter(x, [r["mse_prev"] for r in rows], color="tab:orange", marker="_", s=600, linewidths=2.5,
-                 label="previous-frame MSE", zorder=3)
+    axes.bar(x, [r[first.key("model")] for r in rows], color="tab:blue", label=f"model {first.label}")
+    axes.scatter(x, [r[first.key("prev")] for r in rows], color="tab:orange", marker="_", s=600, linewidths=2.5,
+                 label=f"previous-frame {first.label}", zorder=3)
     axes.set_xticks(x)
     axes.set_xticklabels([r["model"] for r in rows], rotation=20 if len(rows) > 3 else 0, ha="right" if len(rows) > 3 else "center", fontsize=8)
-    axes.set_ylabel("MSE (frames after the first)")
+    axes.set_ylabel(f"{first.label} (frames after the first)")
     axes.set_title("next-frame prediction error", fontsize=9)
     axes.grid(axis="y", alpha=0.3)
     axes.legend(fontsize=8)
     save_png(figure, path)
 
 
-def write_comparison(folder, results):
-    """Writes comparison.json, .csv, .txt and .png for several models.
+def write_comparison(folder, results, metrics=METRICS):
+    """Writes comparison.json, .csv, .txt and .png for several models, best headline score (MSE) first.
 
     Args:
         folder: output folder (created).
         results: list of (name, scores).
+        metrics: the table of metrics the scores hold (metrics.METRICS).
 
     Returns:
         (rows, list of files written).
@@ -289,14 +318,16 @@ def write_comparison(folder, results):
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    rows = sorted(comparison_rows(results), key=lambda r: (r["mse_model"] is None, r["mse_model"]))
+    first = headline(metrics)
+    rows = sorted(comparison_rows(results, metrics),
+                  key=lambda r: (r[first.key("model")] is None, r[first.key("model")]))
     diskwrite.atomic_write_json(folder / "comparison.json", rows)
     buffer = io.StringIO()
-    fields = list(rows[0].keys()) if rows else list(COMPARISON_COLUMNS)
+    fields = list(rows[0].keys()) if rows else comparison_columns(metrics)
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     diskwrite.atomic_write(folder / "comparison.csv", buffer.getvalue())
     diskwrite.atomic_write(folder / "comparison.txt", comparison_text(rows))
-    plot_comparison(rows, folder / "comparison.png")
+    plot_comparison(rows, folder / "comparison.png", metrics)
     return rows, [folder / n for n in ("comparison.json", "comparison.csv", "comparison.txt", "comparison.png")]
