@@ -39,7 +39,7 @@ _LAZY = {
     "SequenceGenerator": "prednet_keras.data.sequences",
     "load_frames": "prednet_keras.data.prepare",
     "load_mnist": "prednet_keras.data.mnist",
-    "load_legacy_weights": "prednet_keras.legacy",
+    "load_legacy_weights": "prednet_keras.formats.keras2",
     "WeightedError": "prednet_keras.models",
     "build_prediction_model": "prednet_keras.models",
     "build_training_model": "prednet_keras.models",

@@ -261,8 +261,8 @@ def load_initial_weights_into(target, path, seed):
             variable.assign(values[variable.path])
         info = {"from": "seed", "seed": int(seed)}
     elif str(path).endswith((".npz", ".model")):
+        from prednet_keras.formats.chainer import load_chainer_weights
         from prednet_keras.layers.chainer import ChainerPredNet
-        from prednet_keras.legacy_chainer import load_chainer_weights
 
         if not isinstance(target, ChainerPredNet):
             raise ValueError(f"{path}: a Chainer model file can only start a Chainer PredNet.")

@@ -39,7 +39,7 @@ for round in 1 2; do
 done
 "$python" - "$out" <<'PY'
 import glob, json, os, sys
-from prednet_keras.bench_report import document, format_table, plot_results
+from prednet_keras.bench import document, format_table, plot_results
 out = sys.argv[1]
 results = []
 for path in sorted(glob.glob(os.path.join(out, "*-r[12].json"))):

@@ -16,7 +16,7 @@ import json
 import lzma
 import sys
 
-from prednet_keras.bench_report import plot_results
+from prednet_keras.bench import plot_results
 
 PORT = "leido/pytorch-prednet"
 

@@ -5,7 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import bench, bench_measure, bench_report
+from prednet_keras import bench
+from prednet_keras.bench import measure, report
 from prednet_keras.cli.bench import main as bench_main
 
 # Slow (benchmark processes): in the full suite, not in the fast loop (pytest -m "not slow").
@@ -100,7 +101,7 @@ def test_measure_keeps_the_dtype_policy_across_phases():
                                mode="both").resolved()
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
-        phases = bench_measure.measure(config, jit_compile=False)
+        phases = measure.measure(config, jit_compile=False)
         assert keras.config.dtype_policy().name == "mixed_bfloat16"
     finally:
         keras.config.set_dtype_policy("float32")
@@ -149,12 +150,12 @@ def test_bad_options_are_usage_errors(args, message, tmp_path):
 
 
 def test_step_statistics_and_table():
-    stats = bench_measure.step_statistics([0.010, 0.030, 0.020, 0.040, 0.050])
+    stats = measure.step_statistics([0.010, 0.030, 0.020, 0.040, 0.050])
     assert stats["median_ms"] == pytest.approx(30.0)
     assert stats["min_ms"] == pytest.approx(10.0) and stats["max_ms"] == pytest.approx(50.0)
     assert stats["p10_ms"] == pytest.approx(14.0) and stats["p90_ms"] == pytest.approx(46.0)
     with pytest.raises(ValueError):
-        bench_measure.step_statistics([])
+        measure.step_statistics([])
 
     memory = {"host_rss_peak_bytes": 2**30, "device_peak_bytes": 3 * 2**30}
     phase = {"fps": 1234.5, "step_ms": {"median_ms": 32.4, "p90_ms": 35.0}, "memory": memory}
@@ -164,7 +165,7 @@ def test_step_statistics_and_table():
         "fingerprint": {"gpu": {"nvidia_smi": {"gpus": [{"name": "NVIDIA H200"}]}}},
         "train": phase,
     }
-    table = bench_report.format_table([result])
+    table = report.format_table([result])
     row = table.splitlines()[2]
     for text in ("prednet", "jax", "gpu (NVIDIA H200)", "16", "128x160", "1234.50", "32.4/35.0", "host 1024 MiB, GPU 3072 MiB"):
         assert text in row
@@ -187,4 +188,4 @@ def test_the_backend_label_names_what_changes_the_program(runtime, label):
     # One line per program in the plots: torch.compile with Inductor's CUDA graphs is not plain torch.compile.
     from prednet_keras.session.records import Runtime
 
-    assert bench_report._backend_text(Runtime.from_dict(runtime)) == label
+    assert report.backend_text(Runtime.from_dict(runtime)) == label

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import keras
 from prednet_keras import PredNet, load_legacy_weights
 from prednet_keras.cli.imports import main as import_main
-from prednet_keras.legacy import LegacyFormatError
+from prednet_keras.formats.keras2 import LegacyFormatError
 
 from tests.layers.numpy_prednet import prednet_reference, random_weights
 from tests.legacy_files import write_model_json, write_weights_h5

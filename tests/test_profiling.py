@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import profiling
+from prednet_keras.bench import profiling
 from prednet_keras.cli.bench import main as bench_main
 
 # Slow (profiled benchmark processes): in the full suite, not in the fast loop (pytest -m "not slow").

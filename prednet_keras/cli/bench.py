@@ -74,7 +74,8 @@ def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, un
     measured. The table goes to stdout; --json keeps every step time and the
     environment fingerprint beside each figure.
     """
-    from prednet_keras import bench, bench_report, profiling, runtime
+    from prednet_keras import bench, runtime
+    from prednet_keras.bench import profiling
 
     configs = _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, unroll, steps, warmup, seed)
     runtime_config = _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, autotune, xla,
@@ -98,7 +99,7 @@ def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, un
                 click.echo(profiling.format_summary(profile["summary"], steps=profile["steps"]) if profile["summary"]
                            else f"  {profile['note']}\n", err=True, nl=False)
         if json_path:  # after every configuration, so a long sweep keeps what it measured
-            bench_report.write_results(json_path, done, command=command, overwrite=True)
+            bench.write_results(json_path, done, command=command, overwrite=True)
 
     on_output = None if quiet else (lambda line: click.echo(f"  {line}", err=True))
     try:
@@ -107,11 +108,11 @@ def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, un
     except (bench.BenchError, runtime.RuntimeSetupError) as error:
         kept = f" ({len(done)} measured configuration(s) kept in {json_path})" if json_path and done else ""
         raise click.ClickException(f"{error}{kept}") from None
-    click.echo(bench_report.format_table(results), nl=False)
+    click.echo(bench.format_table(results), nl=False)
     if json_path:
         click.echo(f"JSON written to {json_path}", err=True)
     if plot_path:
-        bench_report.plot_results(results, plot_path)
+        bench.plot_results(results, plot_path)
         click.echo(f"Plot written to {plot_path}", err=True)
 
 

@@ -81,7 +81,7 @@ def main(model, weights_h5, source, output, output_mode, nt, extrap_start, size,
             raise click.UsageError("--from chainer takes one file (MODEL.npz), not a separate weights file.")
         if extrap_start is not None:
             raise click.UsageError("--extrap-start applies to the Keras 2 PredNet only.")
-        from prednet_keras.legacy_chainer import import_chainer_model
+        from prednet_keras.formats.chainer import import_chainer_model
 
         built = import_chainer_model(
             model, size=_parse_size(size), nt=nt, output_mode="prediction" if output_mode == "keep" else output_mode
@@ -93,7 +93,7 @@ def main(model, weights_h5, source, output, output_mode, nt, extrap_start, size,
             raise click.UsageError(
                 "--size applies to --from chainer only (a Keras 2 PredNet runs on any fitting size)."
             )
-        from prednet_keras.legacy import import_legacy_model
+        from prednet_keras.formats.keras2 import import_legacy_model
 
         built = import_legacy_model(
             model,
@@ -102,7 +102,7 @@ def main(model, weights_h5, source, output, output_mode, nt, extrap_start, size,
             nt=nt,
             extrap_start_time=extrap_start,
         )
-    from prednet_keras.saving import save_model_atomically
+    from prednet_keras.formats.keras_files import save_model_atomically
 
     save_model_atomically(built, output)
     layer = built.layers[-1]

@@ -164,7 +164,7 @@ def load_run_model(ref):
     Raises:
         EvalError: the weights differ from the run's record.
     """
-    from prednet_keras.saving import load_model
+    from prednet_keras.formats.keras_files import load_model
     from prednet_keras.starting_point import weights_checksum
 
     model = load_model(ref.path, compile=False)

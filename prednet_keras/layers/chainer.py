@@ -22,7 +22,7 @@ The peepholes w_c* are per-pixel weights, so a built layer runs on one frame
 size only. Weights keep the original's names (`ConvA1`, `ConvP0`,
 `ConvLSTM0_x_i0`, `ConvLSTM0_h_i`, `ConvLSTM0_c_i`, ...), which makes the
 mapping to the authors' Chainer files one line per weight
-(`prednet_keras.legacy_chainer`). Only `keras.ops` is used: the layer runs on
+(`prednet_keras.formats.chainer`). Only `keras.ops` is used: the layer runs on
 TensorFlow, JAX and PyTorch.
 
 Deliberate differences from the Chainer code (numerically equivalent up to

@@ -196,7 +196,7 @@ class ModelKind:
     # -- prednet-bench ---------------------------------------------------------------------------------
 
     def bench_runner(self, config, phase, jit_compile, rng, kit):
-        """prednet-bench's runner of one phase; `kit` is bench_measure.py's toolbox (Runner, fit_loop, one_by_one,
+        """prednet-bench's runner of one phase; `kit` is bench/measure.py's toolbox (Runner, fit_loop, one_by_one,
         synthetic)."""
         raise NotImplementedError
 

@@ -80,6 +80,6 @@ def load(name="prednet-embedded", compile=False, **fetching):
         return released.load(name, compile=compile, **fetching)
     if fetching:
         raise TypeError(f"{', '.join(fetching)}: only for the released models, which are fetched; {name} ships.")
-    from prednet_keras.saving import load_model
+    from prednet_keras.formats.keras_files import load_model
 
     return load_model(path(name) / "model.keras", compile=compile)

@@ -3,10 +3,10 @@
     names()                  "prednet-kitti", "prednet-kitti-extrapolation"
     model_path(name)         the cached .keras file: on first use the authors' zip (their download_models.sh)
                              is fetched, its Keras 2 JSON and TensorFlow-backend weights are converted by
-                             legacy.import_legacy_model, and the result is saved whole into
+                             formats.keras2.import_legacy_model, and the result is saved whole into
                              $KERAS_HOME/models/prednet-kitti/ with its checksum; later uses check the
                              checksum and need no network
-    load(name)               the Keras model (saving.load_model: safe mode, checked archive)
+    load(name)               the Keras model (keras_files.load_model: safe mode, checked archive)
 
 "prednet-kitti" is kitti_train.py's model (next-frame prediction, L_0 loss), outputting frame predictions
 over 10 steps, as kitti_evaluate.py ran it (published KITTI test MSE 0.006995, previous frame 0.021246).
@@ -23,7 +23,7 @@ from prednet_keras.data.guards import ZIP_ERRORS, check_unpacking
 from prednet_keras.diskwrite import temp_path_for
 from prednet_keras.downloads import cache_dir, fetch, folder_lock, source_url
 from prednet_keras.file_records import FileRecord
-from prednet_keras.legacy import LegacyFormatError
+from prednet_keras.formats.keras2 import LegacyFormatError
 
 __all__ = ["RELEASES", "Release", "is_cached", "load", "model_folder", "model_path", "names"]
 
@@ -109,7 +109,7 @@ def model_path(name, *, timeout=None, progress=True, say=None):
                 raise DataError(f"{archive}: truncated or damaged zip archive ({error}); removed: try again to "
                                 "download it anew.") from None
             raise
-        record.add(target, url=url, converted_from=members, by="prednet_keras.legacy.import_legacy_model")
+        record.add(target, url=url, converted_from=members, by="prednet_keras.formats.keras2.import_legacy_model")
         archive.unlink(missing_ok=True)
         say(f"Converted {name} into {folder / target}; its checksum is in {record.path}.")
         return folder / target
@@ -117,8 +117,8 @@ def model_path(name, *, timeout=None, progress=True, say=None):
 
 def _convert(archive, release, target):
     """Converts the model in `archive` into `target` (.keras, written whole); returns the members used."""
-    from prednet_keras.legacy import import_legacy_model
-    from prednet_keras.saving import save_model_atomically
+    from prednet_keras.formats.keras2 import import_legacy_model
+    from prednet_keras.formats.keras_files import save_model_atomically
 
     staging = target.with_name(f".staging-{temp_path_for(target).name}")
     with zipfile.ZipFile(archive) as opened:
@@ -159,7 +159,7 @@ def load(name, compile=False, **fetching):
         compile: also restore the training configuration (the converted files have none).
         fetching: timeout, progress, say (see model_path).
     """
-    from prednet_keras.saving import load_model
+    from prednet_keras.formats.keras_files import load_model
 
     return load_model(model_path(name, **fetching), compile=compile)
 

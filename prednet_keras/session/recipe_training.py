@@ -136,7 +136,7 @@ def check_fits(config, frame_shape, sequences, device):
 def check_best_model(folder, state):
     """Refuses to resume a run whose model.keras is not the best epoch's model that state.json records:
     training on would write a manifest vouching for a file it did not make."""
-    from prednet_keras.saving import load_model
+    from prednet_keras.formats.keras_files import load_model
     from prednet_keras.starting_point import weights_checksum
 
     expected = state.get("model_weights_checksum")

@@ -37,12 +37,12 @@ import pytest
 from click.testing import CliRunner
 
 import keras
-from prednet_keras import legacy
 from prednet_keras.cli.eval import main as eval_main
 from prednet_keras.cli.imports import main as import_main
-from prednet_keras.legacy import LegacyFormatError, import_legacy_model
-from prednet_keras.legacy_chainer import ChainerFormatError, import_chainer_model
-from prednet_keras.saving import ModelFileError, load_model, save_model_atomically
+from prednet_keras.formats import keras2
+from prednet_keras.formats.chainer import ChainerFormatError, import_chainer_model
+from prednet_keras.formats.keras2 import LegacyFormatError, import_legacy_model
+from prednet_keras.formats.keras_files import ModelFileError, load_model, save_model_atomically
 
 from tests.layers.numpy_prednet import random_weights
 from tests.legacy_files import write_model_json, write_weights_h5
@@ -116,7 +116,7 @@ def refused_by_command(command, args, folder):
 
 
 def refused_as_model(path, folder):
-    """saving.load_model and `prednet-eval PATH` both refuse `path`; returns the message."""
+    """keras_files.load_model and `prednet-eval PATH` both refuse `path`; returns the message."""
     before = snapshot(folder)
     with pytest.raises(ModelFileError) as caught:
         load_model(path)
@@ -496,7 +496,7 @@ def test_a_keras2_json_with_code_is_refused_unrun(place, released, marker, tmp_p
         text = json.dumps(document).replace('"NESTED"', "[" * 5000 + "]" * 5000)
         rule = "is nested too deeply (more than 100 levels); refused."
     else:  # the size cap, scaled down to 1 KiB (the file is about 3 KB)
-        monkeypatch.setattr(legacy, "MAX_JSON_BYTES", 1024)
+        monkeypatch.setattr(keras2, "MAX_JSON_BYTES", 1024)
         rule = "bytes, more than the 1,024 a model JSON may take (a PredNet's is a few KB); refused before reading it."
     if place != "nested-past-recursion":
         text = json.dumps(document)

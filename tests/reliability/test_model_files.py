@@ -5,7 +5,7 @@ import zipfile
 import pytest
 
 from prednet_keras import pretrained
-from prednet_keras.saving import ModelFileError, load_model
+from prednet_keras.formats.keras_files import ModelFileError, load_model
 
 
 def test_unknown_class_names_the_cause_without_the_config_dump(tmp_path):
@@ -37,7 +37,7 @@ def test_a_model_with_nan_weights_is_refused_and_nan_predictions_have_no_score(t
     from prednet_keras.cli.eval import main as eval_main
     from prednet_keras.evaluate import EvalError
     from prednet_keras.evaluate.scoring import compute_scores
-    from prednet_keras.saving import save_model_atomically
+    from prednet_keras.formats.keras_files import save_model_atomically
 
     model = prednet_keras.build_training_model(nt=4, frame_shape=(16, 16, 3), stack_sizes=(3, 4),
                                                R_stack_sizes=(3, 4), A_filt_sizes=(3,), Ahat_filt_sizes=(3, 3),

@@ -14,7 +14,7 @@ import numpy as np
 def run(folder):
     import keras
 
-    from prednet_keras.legacy_chainer import import_chainer_model, save_chainer_npz
+    from prednet_keras.formats.chainer import import_chainer_model, save_chainer_npz
     from prednet_keras.chainer_protocol import train_chainer_prednet
     from prednet_keras.protocols import ChainerProtocol
 

@@ -9,14 +9,14 @@ from click.testing import CliRunner
 
 import keras
 from prednet_keras.cli.imports import main as import_main
-from prednet_keras.layers.chainer import ChainerPredNet
-from prednet_keras.legacy_chainer import (
+from prednet_keras.formats.chainer import (
     ChainerFormatError,
     import_chainer_model,
     load_chainer_weights,
     read_chainer_arrays,
     save_chainer_npz,
 )
+from prednet_keras.layers.chainer import ChainerPredNet
 
 from tests.study_models import numpy_chainer as ref
 

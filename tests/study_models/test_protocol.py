@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import keras
-from prednet_keras.legacy_chainer import save_chainer_npz
 from prednet_keras.chainer_protocol import ChainerPredNetTrainer, plan_windows, train_chainer_prednet
+from prednet_keras.formats.chainer import save_chainer_npz
 from prednet_keras.protocols import (
     PRESETS,
     ChainerProtocol,

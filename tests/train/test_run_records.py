@@ -32,7 +32,7 @@ def test_a_manifest_write_that_fails_leaves_the_old_one_whole(tmp_path):
 
 
 def test_prednet_eval_refuses_a_model_that_is_not_the_one_its_run_recorded(copy_of_run, tmp_path):
-    from prednet_keras.saving import load_model
+    from prednet_keras.formats.keras_files import load_model
 
     model = load_model(copy_of_run / "model.keras", compile=False)
     weights = model.get_weights()

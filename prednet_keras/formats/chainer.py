@@ -26,7 +26,7 @@ import zipfile
 import numpy as np
 
 from prednet_keras.layers.chainer import find_chainer_prednet
-from prednet_keras.legacy import describe_name_mismatch
+from prednet_keras.formats.keras2 import describe_name_mismatch
 
 __all__ = [
     "ChainerFormatError",

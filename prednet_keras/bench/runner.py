@@ -1,4 +1,4 @@
-"""Throughput measurement: training and inference frames per second, step times, peak memory.
+"""The parent side of a benchmark: what a configuration is, and one process measuring each.
 
 One measured configuration (model, frame size, batch size, sequence length)
 runs in its own process, set up by `runtime` before the framework is imported,
@@ -6,25 +6,22 @@ exactly as a training run is:
 
     parent:  results = run_benchmark(configs, runtime_config)    # no framework needed
              -> one child per configuration:
-                python -m prednet_keras.bench child CONFIG_JSON RESULT_JSON
+                python -m prednet_keras.bench.child CONFIG_JSON RESULT_JSON
                 (environment from runtime.environment_for(runtime_config))
-    child:   runtime.configure_from_environment(); measure(config, jit_compile)
+    child:   runtime.configure_from_environment(); measure(config, jit_compile)   (bench.child)
 
-What is timed and how: bench_measure. The results' JSON document, table and plot: bench_report.
+What is timed and how: bench.measure. The results' JSON document, table and plot: bench.report.
 """
 
-import argparse
 import dataclasses
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 
 from prednet_keras import model_kinds
 from prednet_keras._options import OptionsRecord
-from prednet_keras.bench_measure import measure
 
 __all__ = [
     "BENCH_FORMAT",
@@ -205,7 +202,7 @@ def run_configuration(config, runtime_config, on_output=None, profile_dir=None):
     with tempfile.TemporaryDirectory(prefix="prednet-bench-") as scratch:
         result_path = os.path.join(scratch, "result.json")
         args = [
-            "-m", "prednet_keras.bench", "child",
+            "-m", "prednet_keras.bench.child",
             json.dumps(config.to_dict(), sort_keys=True), result_path,
         ] + (["--profile", os.path.abspath(profile_dir)] if profile_dir else [])
         started = time.perf_counter()
@@ -262,61 +259,3 @@ def run_benchmark(configs, runtime_config, on_output=None, on_result=None, profi
         if on_result is not None:
             on_result(config, result)
     return results
-
-
-def _child(config_text, result_path, profile_dir=None):
-    """Runs inside the configured child process: set up, measure, write the result file."""
-    from prednet_keras import runtime
-
-    try:
-        config = BenchConfig.from_dict(json.loads(config_text))  # resolved by the parent
-        config.validate()
-        runtime_config, effective = runtime.configure_from_environment()
-        from prednet_keras.session.recipe_training import jit_compile_for
-
-        jit_compile = jit_compile_for(runtime_config.to_dict(), effective)
-        print(f"measuring {config.label()} on {runtime_config.backend} / {runtime_config.device} "
-              f"(jit_compile={jit_compile})", flush=True)
-        phases = measure(config, jit_compile, progress=lambda text: print(text, flush=True), profile_dir=profile_dir)
-        result = {
-            "ok": True,
-            "config": config.to_dict(),
-            "data": SYNTHETIC_DATA,
-            "runtime": {"requested": runtime_config.to_dict(), "effective": effective, "jit_compile_used": jit_compile},
-            "fingerprint": runtime.fingerprint(),
-            **phases,
-        }
-    except (ValueError, runtime.RuntimeSetupError) as error:
-        if os.environ.get("PREDNET_DEBUG"):
-            raise
-        result = {"ok": False, "error": " ".join(str(error).split())}
-    except Exception as error:  # a bug: the parent shows it with the child's output
-        import traceback
-
-        traceback.print_exc()
-        result = {"ok": False, "error": f"{type(error).__name__}: {error}"}
-    from prednet_keras.diskwrite import atomic_write_json
-
-    atomic_write_json(result_path, result)
-    return 0 if result["ok"] else 1
-
-
-# ------------------------------------------------------------------------- main
-def main(argv=None):
-    """Entry point of `python -m prednet_keras.bench child CONFIG_JSON RESULT_JSON` (started by run_configuration)."""
-    parser = argparse.ArgumentParser(prog="python -m prednet_keras.bench")
-    commands = parser.add_subparsers(dest="command", required=True)
-    child = commands.add_parser("child", help="measure one configuration in this (runtime-configured) process")
-    child.add_argument("config", help="BenchConfig as JSON")
-    child.add_argument("result", help="where to write the result JSON")
-    child.add_argument("--profile", help="folder for profiler traces of each phase")
-    args = parser.parse_args(argv)
-    return _child(args.config, args.result, args.profile)
-
-
-if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # The result file is complete; skip interpreter teardown (TensorFlow's noise at exit).
-    os._exit(code)

@@ -4,8 +4,8 @@ import os
 import time
 
 from prednet_keras import model_kinds
-from prednet_keras.bench import BENCH_FORMAT, BENCH_FORMAT_VERSION, SYNTHETIC_DATA
-from prednet_keras.bench_measure import NOT_AVAILABLE
+from prednet_keras.bench.measure import NOT_AVAILABLE
+from prednet_keras.bench.runner import BENCH_FORMAT, BENCH_FORMAT_VERSION, SYNTHETIC_DATA
 from prednet_keras.session.records import Fingerprint, Runtime
 
 __all__ = ["document", "format_table", "plot_results", "table_rows", "write_results"]
@@ -73,7 +73,7 @@ def table_rows(results):
         model = model_kinds.get(config["model"]).bench_row_name(config)
         rows.append({
             "model": model,
-            "backend": _backend_text(runtime),
+            "backend": backend_text(runtime),
             "device": device,
             "batch": str(config["batch_size"]),
             "size": f"{config['size'][0]}x{config['size'][1]}",
@@ -87,7 +87,7 @@ def table_rows(results):
     return rows
 
 
-def _backend_text(runtime):
+def backend_text(runtime):
     """The backend, with what changes its arithmetic or how it runs: torch.compile (with Inductor's CUDA
     graphs), a mixed precision (`runtime`: a records.Runtime)."""
     text = runtime.requested.backend
@@ -141,7 +141,7 @@ def plot_results(results, path, title="prednet-bench throughput (synthetic input
             f"{config['size'][0]}x{config['size'][1]}" if by == "batch" else f"batch {config['batch_size']}"
         )
         # The backend with what changes its arithmetic (torch.compile, the precision): one line each.
-        return f"{config['model']} {_backend_text(Runtime.from_dict(result['runtime']))} {phase}, {other}"
+        return f"{config['model']} {backend_text(Runtime.from_dict(result['runtime']))} {phase}, {other}"
 
     batches = {r["config"]["batch_size"] for r in results}
     sizes = {tuple(r["config"]["size"]) for r in results}
@@ -154,7 +154,7 @@ def plot_results(results, path, title="prednet-bench throughput (synthetic input
             for result in results:
                 for phase in ("train", "infer"):
                     if phase in result:
-                        backend = _backend_text(Runtime.from_dict(result["runtime"]))
+                        backend = backend_text(Runtime.from_dict(result["runtime"]))
                         labels.append(f"{result['config']['model']} {backend} {phase}")
                         values.append(result[phase]["fps"])
             axes.bar(range(len(values)), values)

@@ -295,7 +295,7 @@ PROFILED_STEPS = 5
 
 def _profile(runner, config, phase, profile_dir, progress):
     """Traces PROFILED_STEPS steps into profile_dir/<label>-<phase>, replacing an earlier trace there."""
-    from prednet_keras import profiling
+    from prednet_keras.bench import profiling
 
     folder = os.path.join(profile_dir, re.sub(r"[^A-Za-z0-9.]+", "-", config.label()) + f"-{phase}")
     # jax and TensorFlow add a new session folder beside earlier ones; the summary must read this one only.

@@ -1,0 +1,41 @@
+"""Throughput measurement (prednet-bench): training and inference frames per second, step times, peak memory;
+docs/architecture.md, the map.
+
+This module is the package's face, what prednet-bench uses: a configuration (BenchConfig) and one process
+measuring each (run_benchmark, run_configuration: runner), and the results' JSON document, table and plot
+(report). Its other parts are reached by name: child (the measuring process, `python -m
+prednet_keras.bench.child`, which this face must not import), measure (the timing and memory inside it) and
+profiling (a backend's profiler around some steps, and where their time went: prednet-bench --profile).
+
+None of them imports a framework at module level.
+"""
+
+from prednet_keras.bench.report import document, format_table, plot_results, table_rows, write_results
+from prednet_keras.bench.runner import (
+    BENCH_FORMAT,
+    BENCH_FORMAT_VERSION,
+    MODELS,
+    MODES,
+    SYNTHETIC_DATA,
+    BenchConfig,
+    BenchError,
+    run_benchmark,
+    run_configuration,
+)
+
+__all__ = [
+    "BENCH_FORMAT",
+    "BENCH_FORMAT_VERSION",
+    "MODELS",
+    "MODES",
+    "SYNTHETIC_DATA",
+    "BenchConfig",
+    "BenchError",
+    "document",
+    "format_table",
+    "plot_results",
+    "run_benchmark",
+    "run_configuration",
+    "table_rows",
+    "write_results",
+]
