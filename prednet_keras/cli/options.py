@@ -16,11 +16,6 @@ import click
 from prednet_keras import _backend_choice, _framework_import
 from prednet_keras.runtime.options import RUNTIME_OPTIONS, flag_order, names
 
-BACKENDS = _backend_choice.FALLBACK_ORDER
-_BY_NAME = {option.name: option for option in RUNTIME_OPTIONS}
-BACKEND_HELP = _BY_NAME["backend"].help
-DEVICE_HELP = _BY_NAME["device"].help
-
 
 def _set_verbose(ctx, param, value):
     # Children inherit the environment, so one variable reaches every process of the command.
