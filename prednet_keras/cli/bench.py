@@ -57,9 +57,8 @@ Examples:
 @click.option("--overwrite", is_flag=True, help="Replace existing --json / --plot files and --profile traces.")
 @click.option("-q", "--quiet", is_flag=True, help="No per-step progress lines (on stderr).")
 @fail_on_user_errors
-def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, unroll, steps, warmup, seed, backend, device,
-         threads, interop_threads, deterministic, tf32, onednn, autotune, xla, precision, json_path, plot_path, profile_dir, overwrite,
-         quiet):
+def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, unroll, steps, warmup, seed, json_path,
+         plot_path, profile_dir, overwrite, quiet, **runtime_values):
     """Measure training and inference throughput (frames/s) of a PredNet.
 
     Each configuration (batch size x frame size) runs in its own process, set
@@ -78,8 +77,7 @@ def main(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, un
     from prednet_keras.bench import profiling
 
     configs = _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes, unroll, steps, warmup, seed)
-    runtime_config = _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, autotune, xla,
-                                     precision)
+    runtime_config = _runtime_config(runtime_values)
     for path, flag in ((json_path, "--json"), (plot_path, "--plot")):
         if path and os.path.exists(path) and not overwrite:
             raise click.UsageError(f"{flag} {path} exists; pass --overwrite to replace it.")
@@ -140,12 +138,10 @@ def _configs(model, autoencoder, mode, batch_sizes, size, sizes, nt, stack_sizes
     return configs
 
 
-def _runtime_config(backend, device, threads, interop_threads, deterministic, tf32, onednn, autotune, xla, precision):
+def _runtime_config(runtime_values):
     from prednet_keras import runtime
 
-    config = runtime_config(dict(backend=backend, device=device, threads=threads, interop_threads=interop_threads,
-                                 deterministic=deterministic, tf32=tf32, onednn=onednn, autotune=autotune, xla=xla,
-                                 precision=precision))
+    config = runtime_config(runtime_values)
     # Known-unsupported combinations fail here, before a process is started.
     problems = runtime.unsupported_settings(config)
     if problems:

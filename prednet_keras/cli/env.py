@@ -10,24 +10,13 @@ import json
 import click
 
 from prednet_keras import runtime
-from prednet_keras.cli.options import runtime_config, runtime_options
+from prednet_keras.cli.options import offered_options, runtime_config, runtime_options
 from prednet_keras.runtime.probe import probe
 from prednet_keras.session import records
 
-# The settings shown side by side, in this order.
-_SETTINGS = (
-    ("backend", "backend"),
-    ("device", "device"),
-    ("threads", "threads"),
-    ("interop_threads", "interop_threads"),
-    ("deterministic", "deterministic"),
-    ("cudnn", "cudnn"),
-    ("tf32", "tf32"),
-    ("onednn", "onednn"),
-    ("autotune", "autotune"),
-    ("xla", "jit_compile"),
-    ("precision", "precision"),
-)
+# The settings shown side by side (name, its key in what is in force), in the order of the command's flags.
+OFFERED = {"interop_threads": True, "strict": True}
+_SETTINGS = tuple((option.name, option.effective_key) for option in offered_options(**OFFERED) if option.setting)
 
 
 def _show(value, none="default"):
@@ -103,22 +92,16 @@ def _print_report(result):
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@runtime_options(interop_threads=True)
-@click.option("--strict/--no-strict", default=True, show_default=True,
-              help="Unsupported settings are errors (strict) or recorded as 'not available'.")
+@runtime_options(**OFFERED)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
-def main(backend, device, threads, interop_threads, deterministic, cudnn, tf32, onednn, autotune, xla, precision,
-         strict, as_json):
+def main(as_json, **options):
     """Print the environment fingerprint and the settings a run would get.
 
     The settings are applied in a fresh child process exactly as a training run
     applies them, then read back from the backend; the command fails if a setting
     is unsupported (with --strict) or did not take effect.
     """
-    config = runtime_config(dict(backend=backend, device=device, threads=threads, interop_threads=interop_threads,
-                                 deterministic=deterministic, cudnn=cudnn, tf32=tf32, onednn=onednn, autotune=autotune,
-                                 xla=xla, precision=precision),
-                            strict=strict)
+    config = runtime_config(options)
     # Known-unsupported settings fail here, without starting a framework.
     problems = runtime.unsupported_settings(config)
     if problems and config.strict:

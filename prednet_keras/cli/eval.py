@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from prednet_keras.cli.common import fail_on_user_errors
-from prednet_keras.cli.options import BACKEND_HELP, BACKENDS, DEVICE_HELP, precision_option, runtime_config
+from prednet_keras.cli.options import precision_option, runtime_config, runtime_option
 
 
 @click.command(
@@ -31,8 +31,8 @@ Examples:
 @click.option("--plots", type=click.IntRange(min=0), default=10, show_default=True, help="Sequences drawn as Actual/Predicted grids.")
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Output folder [default: <run>/eval, or <run>/eval-<data>-nt<N>-extrap<T> naming what differs from the default evaluation; <stem>-eval/ beside a loose .keras file; with several models, also <parent>/eval-comparison/].")
 @click.option("--overwrite", is_flag=True, help="Replace earlier results in the output folders.")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None, help=BACKEND_HELP)
-@click.option("--device", default="cpu", show_default=True, help=DEVICE_HELP)
+@runtime_option("backend")
+@runtime_option("device")
 @click.option("--xla/--no-xla", default=None, help="XLA for the forward pass [default: off on TensorFlow, Keras' choice elsewhere].")
 @precision_option()
 @fail_on_user_errors

@@ -1,9 +1,10 @@
-"""The runtime options every command that starts a framework takes, declared once.
+"""The runtime options every command that starts a framework takes, made from runtime/options.py's table.
 
     @runtime_options()                      --backend --device --threads --deterministic
-                                            --cudnn --tf32 --onednn --xla (--jit-compile)
-                                            --precision -v
-    @runtime_options(devices=True)          ... and --devices (prednet-train)
+                                            --cudnn --tf32 --onednn --autotune --xla (--jit-compile)
+                                            --precision -v: each option the table offers
+    @runtime_options(devices=True)          ... and --devices (prednet-train); name=False leaves one out
+    runtime_option("device")                one of them, alone (prednet-eval)
     config = runtime_config(options)        a runtime.RuntimeConfig (default backend filled in,
                                             a missing backend named with its pip install)
 """
@@ -13,13 +14,7 @@ import os
 import click
 
 from prednet_keras import _backend_choice, _framework_import
-
-BACKENDS = _backend_choice.FALLBACK_ORDER
-DEVICE_HELP = "cpu, gpu or gpu:N. A GPU asked for and not visible is an error, never a silent CPU run."
-BACKEND_HELP = (
-    "Keras backend [default: KERAS_BACKEND, else the backend in ~/.keras/keras.json if installed, "
-    "else the first installed of tensorflow, jax, torch]."
-)
+from prednet_keras.runtime.options import RUNTIME_OPTIONS, flag_order, names
 
 
 def _set_verbose(ctx, param, value):
@@ -36,104 +31,93 @@ def verbose_option(command):
     )(command)
 
 
-PRECISION_HELP = (
-    "Keras dtype policy: float32, or mixed_bfloat16 (float32 weights; PredNet's convolutions in bfloat16, its "
-    "states, errors and loss in float32). Checked on the device before the run starts."
-)
-# Said only where the command has --tf32 (prednet-eval has --precision alone).
-PRECISION_TF32_HELP = " Independent of --tf32, which says how float32 convolutions run on NVIDIA GPUs."
+def _click_type(option):
+    if option.kind == "choice":
+        return click.Choice(option.choices)
+    if option.kind == "whole":
+        return click.IntRange(min=1)
+    return None  # a switch is a flag; text stays a string
+
+
+def runtime_option(name, *, offered=(), device_default="cpu", options=RUNTIME_OPTIONS):
+    """The Click option of the runtime option `name`.
+
+    Args:
+        name: its name in the table.
+        offered: the names of the other options the command offers (a help sentence may name one).
+        device_default: the default of --device.
+        options: the table.
+    """
+    option = next(option for option in options if option.name == name)
+    flag = "--" + option.name.replace("_", "-")
+    declarations = option.flags or ((f"{flag}/--no-{flag[2:]}",) if option.kind == "switch" else (flag,))
+    default = device_default if option.name == "device" else option.click_default
+    help_text = option.help + "".join(sentence for other, sentence in option.help_beside if other in offered)
+    keywords = {"default": default, "help": help_text}
+    if option.kind != "switch":
+        keywords["type"] = _click_type(option)
+    if default is not None:  # a None default is said in the help ("[default: the framework's]")
+        keywords["show_default"] = True
+    return click.option(*declarations, **keywords)
 
 
 def precision_option(tf32_option=False):
     """--precision; `tf32_option`: the command also offers --tf32 (its help then says how the two differ)."""
-    from prednet_keras.runtime import PRECISIONS
-
-    return click.option("--precision", type=click.Choice(PRECISIONS), default="float32", show_default=True,
-                        help=PRECISION_HELP + (PRECISION_TF32_HELP if tf32_option else ""))
+    return runtime_option("precision", offered=("tf32",) if tf32_option else ())
 
 
-DEVICES_HELP = (
-    "Train data-parallel on the first N devices of --device (Keras' DataParallel; JAX only). --batch-size stays "
-    "the global batch, split evenly over the N devices, so it must divide by N. On a CPU, JAX shows N devices "
-    "with XLA_FLAGS=--xla_force_host_platform_device_count=N."
-)
+def offered_options(options=RUNTIME_OPTIONS, **offer):
+    """The options a command offers, in --help's order: those the table offers, with `offer`'s changes."""
+    unknown = sorted(set(offer) - set(names(options)))
+    if unknown:
+        raise TypeError(f"No runtime option {', '.join(unknown)}; the table has {', '.join(names(options))}.")
+    return tuple(option for option in flag_order(options) if offer.get(option.name, option.offered))
 
 
-def runtime_options(*, interop_threads=False, cudnn=True, device_default="cpu", devices=False):
+def runtime_options(*, device_default="cpu", options=RUNTIME_OPTIONS, **offer):
     """Decorator adding the runtime options (and -v) to a Click command.
 
     Args:
-        interop_threads: also offer --interop-threads.
-        cudnn: offer --cudnn/--no-cudnn.
         device_default: the default of --device.
-        devices: offer --devices (data-parallel training).
+        options: the table (runtime.options.RUNTIME_OPTIONS, or a test's copy).
+        **offer: name=True offers an option the table does not offer by default (interop_threads=True, devices,
+            strict), name=False leaves one out (cudnn=False).
     """
-    options = [
-        click.option("--backend", type=click.Choice(BACKENDS), default=None, help=BACKEND_HELP),
-        click.option("--device", default=device_default, show_default=True,
-                     help=DEVICE_HELP),
-        click.option("--threads", type=click.IntRange(min=1), default=None,
-                     help="CPU compute threads (TensorFlow intra-op, torch, JAX by CPU affinity) [default: the framework's]."),
-    ]
-    if devices:
-        options.append(click.option("--devices", type=click.IntRange(min=1), default=1, show_default=True,
-                                    help=DEVICES_HELP))
-    if interop_threads:
-        options.append(click.option(
-            "--interop-threads", type=click.IntRange(min=1), default=None,
-            help="TensorFlow inter-op / torch interop threads [default: = --threads]."))
-    options.append(click.option("--deterministic/--no-deterministic", default=False, show_default=True,
-                                help="Deterministic kernels (slower; the same results run to run)."))
-    if cudnn:
-        options.append(click.option("--cudnn/--no-cudnn", default=True, show_default=True,
-                                    help="cuDNN on GPUs (off exists only on torch; elsewhere an error)."))
-    options += [
-        click.option("--tf32/--no-tf32", default=None,
-                     help="TensorFloat-32 convolutions and matrix products on NVIDIA GPUs [default: the framework's]."),
-        click.option("--onednn/--no-onednn", default=None,
-                     help="oneDNN CPU kernels, TensorFlow and torch [default: the framework's]."),
-        click.option("--autotune/--no-autotune", default=None,
-                     help="GPU kernels picked by timing them (XLA's autotuning, TensorFlow's cuDNN autotune, torch's "
-                          "cudnn.benchmark); --no-autotune takes each library's fixed choice, so no timing taken "
-                          "under load decides [default: the framework's: on for XLA and TensorFlow, off for torch]."),
-        click.option("--xla/--no-xla", "--jit-compile/--no-jit-compile", "xla", default=None,
-                     help="Compile the training step (Keras' jit_compile): XLA on TensorFlow and JAX, torch.compile "
-                          "on torch [default: off for TensorFlow on CPU, where it is slower, and on torch; Keras' "
-                          "choice elsewhere]."),
-        precision_option(tf32_option=True),
-    ]
+    chosen = offered_options(options, **offer)
+    offered = {option.name for option in chosen}
+    click_options = [runtime_option(option.name, offered=offered, device_default=device_default, options=options)
+                     for option in chosen]
 
     def decorate(command):
-        for option in reversed(options):
+        for option in reversed(click_options):
             command = option(command)
         return verbose_option(command)
 
     return decorate
 
 
-RUNTIME_FIELDS = ("backend", "device", "threads", "interop_threads", "deterministic", "cudnn", "tf32", "onednn",
-                  "autotune", "xla", "precision", "devices")
-
-
-def runtime_config(options, strict=True):
+def runtime_config(options, strict=True, config_class=None):
     """The runtime.RuntimeConfig of a command's parsed options.
 
     Args:
-        options: the command's keyword arguments (those it lacks keep the defaults).
-        strict: unsupported settings are errors (True) or recorded as not available.
+        options: the command's keyword arguments (those it lacks keep the defaults; others are not read).
+        strict: unsupported settings are errors (True) or recorded as not available, unless `options` says.
+        config_class: runtime.RuntimeConfig, or the class runtime_config_class made of another table.
 
     Raises:
         click.UsageError: an invalid combination; click.ClickException: the backend is not installed.
     """
     from prednet_keras import runtime
 
-    values = {name: options[name] for name in RUNTIME_FIELDS if name in options}
+    config_class = config_class or runtime.RuntimeConfig
+    values = {name: options[name] for name in names(config_class.OPTIONS) if name in options}
+    values.setdefault("strict", strict)
     values["backend"] = values.get("backend") or _backend_choice.default_backend()
     try:
         _backend_choice.require_backend(values["backend"])
     except _backend_choice.MissingDependencyError as error:
         raise click.ClickException(str(error)) from None
     try:
-        return runtime.RuntimeConfig(**values, strict=strict)
+        return config_class(**values)
     except (ValueError, TypeError) as error:
         raise click.UsageError(str(error)) from None

@@ -10,6 +10,7 @@ from click.core import ParameterSource
 
 from prednet_keras.cli.common import FrameSize, IntList, ModelKindName, fail_on_user_errors
 from prednet_keras.cli.options import runtime_config, runtime_options
+from prednet_keras.runtime.options import names as runtime_names
 
 # Options --resume may change: the rest define the run and must stay as recorded.
 RESUME_MAY_CHANGE = {"epochs", "quiet", "output", "resume"}
@@ -24,8 +25,8 @@ STUDY_ONLY = ("protocol", "tbptt", "emulate_cpu_aliasing", "autoencoder", "perio
 # order an error lists them.
 KIND_OPTIONS = LOTTER_ONLY + ("unroll", "stack_sizes", "r_stack_sizes", "filter_size", "size", "tbptt", "emulate_cpu_aliasing",
                               "period", "bprop", "autoencoder", "images", "protocol", "data", "heldout_data")
-RUNTIME_OPTIONS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32", "onednn", "autotune", "xla",
-                   "precision", "devices")
+# Every runtime option (those prednet-train does not offer never come up).
+RUNTIME_OPTIONS = runtime_names()
 
 
 class LayerLoss(click.ParamType):

@@ -3,104 +3,25 @@
 
 import dataclasses
 import os
-import re
-from dataclasses import dataclass
+import textwrap
 
 from prednet_keras.runtime import process
+from prednet_keras.runtime.options import PRECISIONS, RUNTIME_OPTIONS, recorded_order
 
-# Keras dtype policies a run may ask for: float32 throughout, or float32 variables with
-# bfloat16 activations (PredNet keeps its cell state, the error against the frame, the error
-# means and the loss in float32; see layers/lotter.py).
-PRECISIONS = ("float32", "mixed_bfloat16")
-
-_DEVICE_RE = re.compile(r"^(cpu|gpu|cuda)(?::(\d+))?$")
+__all__ = ["PRECISIONS", "RuntimeConfig", "RuntimeConfigBase", "jit_compile_for", "runtime_config_class",
+           "unsupported_message", "unsupported_settings"]
 
 
 # --------------------------------------------------------------------------- config
-@dataclass
-class RuntimeConfig:
-    """How one run process is set up.
+class RuntimeConfigBase:
+    """What every RuntimeConfig class does; its fields come from the options table (runtime_config_class)."""
 
-    Args:
-        backend: Keras backend, one of "tensorflow", "jax", "torch".
-        device: "cpu", "gpu" (the GPUs the process may see; Keras uses the first)
-            or "gpu:N" (only GPU N, numbered within the CUDA_VISIBLE_DEVICES of the
-            process that calls environment_for). "cuda" and "cuda:N" are aliases.
-        threads: CPU threads for compute (TensorFlow intra-op, torch
-            set_num_threads, JAX CPU affinity); None leaves the backend's default.
-        interop_threads: TensorFlow inter-op / torch interop threads; None means
-            the same as `threads`. JAX has no such pool.
-        deterministic: deterministic kernels (TensorFlow op determinism, torch
-            deterministic algorithms, XLA --xla_gpu_deterministic_ops).
-        cudnn: cuDNN on or off; off is real only on torch.
-        tf32: TF32 for float32 convolutions and matrix products on NVIDIA GPUs;
-            None keeps the backend's default (which differs between backends).
-        onednn: oneDNN kernels on the CPU (TensorFlow TF_ENABLE_ONEDNN_OPTS, torch
-            mkldnn); None keeps the default.
-        autotune: GPU kernel autotuning, where the library times candidate kernels
-            (cuDNN's convolution algorithms, XLA's fusions) and keeps the fastest
-            (XLA --xla_gpu_autotune_level, TensorFlow TF_CUDNN_USE_AUTOTUNE, torch
-            cudnn.benchmark). False: each library's fixed choice, so the kernels a
-            program runs do not depend on timings taken under whatever else the GPU
-            was doing. None keeps the default (XLA and TensorFlow tune; torch does
-            not). A CPU run has none to turn on.
-        strict: when True an unsupported setting is an error; when False it is
-            recorded as "not available" and the run goes on.
-        xla: the `jit_compile` the training code should pass to Keras (XLA on
-            TensorFlow, one jitted step on JAX, torch.compile of the step on torch);
-            None lets Keras choose, except that deterministic TensorFlow runs get
-            False and torch runs eager.
-        precision: the Keras dtype policy of every layer built in the process:
-            "float32", or "mixed_bfloat16" (float32 weights, bfloat16 compute). Set
-            in-process by `configure`, after a check that this backend and device
-            can run bfloat16 convolutions. Independent of `tf32`, which says how
-            float32 convolutions and products run on NVIDIA GPUs.
-        devices: devices of this host to train on, data-parallel (Keras'
-            DataParallel, set up by `distribution.configure` in the training
-            process); more than 1 exists on JAX only (`distribution.request_problem`).
-    """
-
-    backend: str = "tensorflow"
-    device: str = "cpu"
-    threads: int | None = None
-    deterministic: bool = False
-    cudnn: bool = True
-    tf32: bool | None = None
-    onednn: bool | None = None
-    autotune: bool | None = None
-    strict: bool = True
-    xla: bool | None = None
-    interop_threads: int | None = None
-    precision: str = "float32"
-    devices: int = 1
+    OPTIONS = RUNTIME_OPTIONS
 
     def __post_init__(self):
-        if self.backend not in process.BACKENDS:
-            raise ValueError(f"Unknown backend {self.backend!r}: expected one of {list(process.BACKENDS)}.")
-        device = str(self.device).strip().lower()
-        match = _DEVICE_RE.match(device)
-        if not match:
-            raise ValueError(f"Unknown device {self.device!r}: expected 'cpu', 'gpu' or 'gpu:N'.")
-        if match.group(1) == "cpu" and match.group(2) is not None:
-            raise ValueError(f"Device {self.device!r}: a CPU run uses the whole CPU; use 'cpu' and `threads`.")
-        kind = "cpu" if match.group(1) == "cpu" else "gpu"
-        self.device = kind if match.group(2) is None else f"{kind}:{int(match.group(2))}"
-        for name in ("threads", "interop_threads", "devices"):
-            value = getattr(self, name)
-            if value is None and name != "devices":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"`{name}` must be a whole number >= 1{'' if name == 'devices' else ' or None'}, got {value!r}.")
-            if value < 1:
-                raise ValueError(f"`{name}` must be >= 1, got {value}.")
-        for name in ("deterministic", "cudnn", "strict"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"`{name}` must be True or False, got {getattr(self, name)!r}.")
-        for name in ("tf32", "onednn", "autotune", "xla"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
-                raise ValueError(f"`{name}` must be True, False or None, got {getattr(self, name)!r}.")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"Unknown precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}.")
+        # Each field checked and normalised ("GPU:0" -> "gpu:0") by its option, in the table's order.
+        for option in self.OPTIONS:
+            setattr(self, option.name, option.checked(getattr(self, option.name)))
 
     @property
     def device_kind(self):
@@ -135,6 +56,28 @@ class RuntimeConfig:
         if unknown:
             raise ValueError(f"Unknown RuntimeConfig fields {unknown}; known: {sorted(known)}.")
         return cls(**data)
+
+
+def runtime_config_class(options=RUNTIME_OPTIONS):
+    """The RuntimeConfig dataclass of `options`: one field per option, in their recorded order (a manifest's
+    runtime.requested is its to_dict()), with the option's default and check.
+
+    Args:
+        options: the table (runtime.options.RUNTIME_OPTIONS, or a caller's copy).
+    """
+    fields = [(option.name, option.annotation, dataclasses.field(default=option.default))
+              for option in recorded_order(options)]
+    args = "".join(textwrap.indent(textwrap.fill(f"{option.name}: {option.doc}", 104, subsequent_indent="    "),
+                                   "        ") + "\n" for option in options)
+    doc = (f"How one run process is set up (one field per runtime option, runtime/options.py).\n\n"
+           f"    Args:\n{args}    ")
+    config_class = dataclasses.make_dataclass("RuntimeConfig", fields, bases=(RuntimeConfigBase,),
+                                              namespace={"OPTIONS": tuple(options), "__doc__": doc})
+    config_class.__module__ = __name__  # so that pickle finds it (a study's executors send configs)
+    return config_class
+
+
+RuntimeConfig = runtime_config_class()
 
 
 # ------------------------------------------------------------------ what is possible

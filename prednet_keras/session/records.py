@@ -29,6 +29,7 @@ import json
 from dataclasses import dataclass, field
 
 from prednet_keras.diskwrite import _json_safe
+from prednet_keras.runtime.options import RUNTIME_OPTIONS, recorded_order
 
 __all__ = [
     "RUN_FORMAT",
@@ -181,24 +182,8 @@ class Code(Record):
 
 
 # ------------------------------------------------------------------ the run config
-@dataclass
-class RuntimeRequested(Record):
-    """The RuntimeConfig a run asked for (runtime.RuntimeConfig.to_dict()). precision: None in files from
-    before --precision (they ran in float32; see migrate)."""
-
-    backend: str | None = None
-    device: str | None = None
-    threads: int | None = None
-    deterministic: bool | None = None
-    cudnn: bool | None = None
-    tf32: bool | None = None
-    onednn: bool | None = None
-    autotune: bool | None = None
-    strict: bool | None = None
-    xla: bool | None = None
-    interop_threads: int | None = None
-    precision: str | None = None
-    devices: int | None = None
+class RuntimeRequestedBase(Record):
+    """What every runtime.requested record does; its fields come from the options table."""
 
     def to_config(self):
         """The runtime.RuntimeConfig (validated there); absent fields take its defaults."""
@@ -206,6 +191,20 @@ class RuntimeRequested(Record):
 
         names = {f.name for f in dataclasses.fields(RuntimeConfig)}
         return RuntimeConfig.from_dict({k: v for k, v in self.to_dict().items() if k in names})
+
+
+def runtime_requested_record(options=RUNTIME_OPTIONS):
+    """The record of runtime.requested for `options` (runtime/options.py): one field per option, None by
+    default (a key a file lacks), in RuntimeConfig's order."""
+    fields = [(option.name, option.annotation | None, field(default=None)) for option in recorded_order(options)]
+    record = dataclasses.make_dataclass("RuntimeRequested", fields, bases=(RuntimeRequestedBase,), namespace={
+        "__doc__": "The RuntimeConfig a run asked for (runtime.RuntimeConfig.to_dict()). precision: None in files "
+                   "from before --precision (they ran in float32; see migrate)."})
+    record.__module__ = __name__
+    return record
+
+
+RuntimeRequested = runtime_requested_record()
 
 
 @dataclass

@@ -17,7 +17,7 @@ import dataclasses
 import re
 
 from prednet_keras import model_kinds
-from prednet_keras.runtime import PRECISIONS
+from prednet_keras.runtime.options import RUNTIME_OPTIONS
 from prednet_keras.value_rules import (  # noqa: F401 (the rules are this module's API too)
     NAME,
     NAME_RULE,
@@ -58,6 +58,7 @@ __all__ = [
     "Whole",
     "describe",
     "factor_rules",
+    "runtime_rules",
     "shown",
     "train_rules",
 ]
@@ -121,23 +122,15 @@ TOP_RULES = {
     "workers": Whole(1, 256, "runs at once on this machine, each a training process"),
 }
 
-THREADS = Whole(1, 1024, "CPU threads; more than any machine's cores")
-RUNTIME_RULES = {
-    "backend": Choice(("tensorflow", "jax", "torch")),
-    "device": Text(r"(cpu|gpu|cuda)(:[0-9]{1,3})?", '"cpu", "gpu" or "gpu:N"'),
-    "threads": THREADS,
-    "interop_threads": THREADS,
-    "deterministic": Boolean(),
-    "cudnn": Boolean(),
-    "tf32": Boolean(),
-    "onednn": Boolean(),
-    "autotune": Boolean(),
-    "xla": Boolean(),
-    "strict": Boolean(),
-    "precision": Choice(PRECISIONS),
-    # A study's runs each train on one device (prednet-train --devices trains data-parallel).
-    "devices": Whole(1, 1, "each study run trains on one device"),
-}
+
+
+def runtime_rules(options=RUNTIME_OPTIONS):
+    """{key: rule} of a spec's runtime keys, top level and per configuration: each runtime option's (its `rule`,
+    runtime/options.py), in the table's order, which the error for an unknown key lists."""
+    return {option.name: option.rule for option in options}
+
+
+RUNTIME_RULES = runtime_rules()
 
 REPORT_RULES = {
     "metric": Either((Text(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", "a metric name (1 to 100 letters, digits, "
