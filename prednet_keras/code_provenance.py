@@ -124,7 +124,9 @@ def code_provenance(package_dir=None):
 
     folder = Path(package_dir or PACKAGE_DIR).resolve()
     commit, dirty, source = _from_environment()
-    if commit is None:
+    # A variable set but malformed says the copy's git is not to be trusted (a device copy's HEAD can be older
+    # than its files): its reason is recorded, never git's answer in its place.
+    if commit is None and os.environ.get(COMMIT_ENV) is None:
         found = _from_git(folder)
         if found is not None:
             commit, dirty, source = *found, "git"

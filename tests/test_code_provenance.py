@@ -137,3 +137,15 @@ def test_this_checkout_gives_its_head():
     code = code_provenance()
     assert (code["commit"], code["source"]) == (head.stdout.strip(), "git")
     assert code["package_sha256"] == package_sha256(ROOT / "prednet_keras")
+
+
+def test_a_short_commit_in_the_environment_is_not_replaced_by_gits_answer(checkout, monkeypatch):
+    # Seen on the GPU machine: a 7-digit commit, refused as malformed, gave way to the copy's .git, whose HEAD
+    # was an older commit with the newer files: the runs recorded the wrong commit, "dirty", from "git".
+    monkeypatch.setenv(COMMIT_ENV, COMMIT[:7])
+    monkeypatch.setenv(DIRTY_ENV, "0")
+    code = code_provenance(checkout / "pkg")
+    assert (code["commit"], code["dirty"]) == (None, None)
+    assert code["source"] == f"unknown: PREDNET_SOURCE_COMMIT={COMMIT[:7]!r} is not a 40-hex-digit commit; ignored"
+    monkeypatch.delenv(COMMIT_ENV)
+    assert code_provenance(checkout / "pkg")["source"] == "git"

@@ -123,6 +123,10 @@ class ConfirmatoryPlan:
         title: the report's title.
         require_provenance: refuse runs that do not record the code they ran (a git commit, no uncommitted
             change in the package) and the checksum of their starting point, instead of analysing them.
+        code_checksums: ((package_sha256, commit), ...): code known by its checksum alone. A run whose record
+            names no clean commit but whose package_sha256 is listed ran that commit's package (anyone can
+            check: code_provenance.package_sha256 of the commit's prednet_keras folder); each entry is a
+            deviation the plan's `deviations` must explain.
     """
 
     hypotheses: tuple
@@ -139,6 +143,7 @@ class ConfirmatoryPlan:
     deviations: tuple = ()
     title: str = "Confirmatory analysis"
     require_provenance: bool = False
+    code_checksums: tuple = ()
 
     @property
     def margin(self):
@@ -154,11 +159,17 @@ class ConfirmatoryPlan:
         out = {key: list(value) if isinstance(value, tuple) else value
                for key, value in dataclasses.asdict(self).items()}
         out["margin"] = self.margin
+        # Only where a plan has them: the records of plans without them stay as they were written.
+        if self.code_checksums:
+            out["code_checksums"] = dict(self.code_checksums)
+        else:
+            del out["code_checksums"]
         return out
 
 
 _PLAN_KEYS = {"title", "smallest_effect", "alpha", "power", "bootstrap_resamples", "bootstrap_seed", "metrics",
-              "hypotheses", "floors", "noise_rule", "deviations", "require_provenance"}
+              "hypotheses", "floors", "noise_rule", "deviations", "require_provenance",
+              "code_checksums"}
 _HYPOTHESIS_KEYS = ("name", "arm", "reference", "expectation")
 _FLOOR_KEYS = ("name", "arm", "reference")
 _NOISE_RULE_KEYS = ("floor", "multiple", "hypotheses")
@@ -257,6 +268,7 @@ def plan_from_dict(data):
     require_provenance = data.get("require_provenance", False)
     if not isinstance(require_provenance, bool):
         raise PlanError(f"require_provenance: true or false is expected, not {require_provenance!r}.")
+    code_checksums = _code_checksums(data.get("code_checksums", {}))
     return ConfirmatoryPlan(
         hypotheses=tuple(hypotheses), metrics=tuple(names),
         smallest_effect=float(_number(data["smallest_effect"], "smallest_effect", 0, math.inf)),
@@ -268,8 +280,20 @@ def plan_from_dict(data):
         noise_hypotheses=tuple(rule.get("hypotheses", ())),
         deviations=tuple(_text(d, "deviations") for d in deviations),
         title=_text(data.get("title", "Confirmatory analysis"), "title"),
-        require_provenance=require_provenance,
+        require_provenance=require_provenance, code_checksums=code_checksums,
     )
+
+
+def _code_checksums(table):
+    """The plan's [code_checksums] (package_sha256 = "commit"), as sorted pairs."""
+    if not isinstance(table, dict):
+        raise PlanError(f"code_checksums: a table of package_sha256 = \"commit\" is expected, not {table!r}.")
+    for checksum, commit in table.items():
+        if not re.fullmatch(r"[0-9a-f]{64}", checksum):
+            raise PlanError(f"code_checksums: {checksum!r} is not a package_sha256 (64 lower-case hex digits).")
+        if not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{40}", commit):
+            raise PlanError(f"code_checksums.{checksum[:12]}: {commit!r} is not a commit (40 lower-case hex digits).")
+    return tuple(sorted(table.items()))
 
 
 # ------------------------------------------------------------------------------------ the numbers

@@ -107,7 +107,7 @@ def read_values(sources, plan):
                     raise ValueError(f"two runs of arm {arm}, seed {run.seed}: {where_of[arm, run.seed]} and {where}.")
                 where_of[arm, run.seed] = where
                 if plan.require_provenance:
-                    _check_provenance(run, where)
+                    _check_provenance(run, where, dict(plan.code_checksums))
                 used.append(run)
                 for metric in plan.metrics:
                     value = run.metric(metric)
@@ -124,11 +124,12 @@ def read_values(sources, plan):
     return values, {"found": found, "used": len(where_of), "left_out": left_out, "code": code_used(used)}
 
 
-def _check_provenance(run, where):
-    """A ValueError for a run that does not say which commit ran clean, or from which recorded starting point it
-    began (the plan's require_provenance)."""
+def _check_provenance(run, where, code_checksums):
+    """A ValueError for a run that does not say which commit ran clean (or whose package checksum is not one the
+    plan's code_checksums names), or from which recorded starting point it began (require_provenance)."""
     code = run.record.code
-    if code is None or code.commit is None or code.dirty is not False:
+    identified = code is not None and code.package_sha256 in code_checksums
+    if not identified and (code is None or code.commit is None or code.dirty is not False):
         state = ("no code commit" if code is None or code.commit is None else
                  f"commit {code.commit[:12]} with uncommitted changes" if code.dirty else
                  f"commit {code.commit[:12]} of unknown state")
@@ -261,11 +262,18 @@ def render_markdown(result):
     lines += ["## Code", "", "The code the used runs were trained with (each run's manifest, `code`)"
               + (", required to be committed and unchanged by the plan." if plan.get("require_provenance") else ".")
               + "", "", "| commit | uncommitted changes | runs |", "| --- | --- | --- |"]
-    lines += [f"| {c['commit'] or 'not recorded'} | {'not known' if c['dirty'] is None else 'yes' if c['dirty'] else 'no'} "
-              f"| {c['runs']} |" for c in runs.get("code", [])] + [""]
+    lines += [f"| {c['commit'] or 'not recorded'}{_identified(c, plan.get('code_checksums', {}))} | "
+              f"{'not known' if c['dirty'] is None else 'yes' if c['dirty'] else 'no'} | {c['runs']} |"
+              for c in runs.get("code", [])] + [""]
     lines += ["## Deviations from the plan", ""] + ([f"- {d}" for d in result["deviations"]] or ["None declared."])
     lines += [""] + _left_out_lines(result, runs)
     return "\n".join(lines)
+
+
+def _identified(code_row, code_checksums):
+    """What the plan's code_checksums say of a row of code, where they name its package checksum."""
+    known = [code_checksums[c] for c in code_row.get("package_sha256", []) if c in code_checksums]
+    return f" (its package checksum is that of {', '.join(known)}: the plan's code_checksums)" if known else ""
 
 
 # ------------------------------------------------------------------------------------------ writing

@@ -19,6 +19,7 @@
 #   5. OUT/device-study.tar: runs.tar.xz, study.json, seeds/*/seed.json, pairs/, logs/ and summary.txt.
 # The confirmatory report is not built here: the plan allows no interim look at effects (preregistration.md).
 set -u
+source "$(dirname "$0")/require_commit.sh"
 dest=${1:-${OUT:-}}
 [ -n "$dest" ] || { echo "usage: bash scripts/device/device_study.sh OUT" >&2; exit 2; }
 [ -n "${STUDY_SEEDS:-}" ] || { echo "STUDY_SEEDS (e.g. 100-103) is required" >&2; exit 2; }

@@ -20,6 +20,7 @@
 # which other kernels (cuBLAS, Triton) each precision uses. OUT gets summary.txt and jax-f32-determinism.tar.xz
 # (the runs' manifests, histories and logs, the audits, the HLO excerpts).
 set -u
+source "$(dirname "$0")/require_commit.sh"
 dest=${1:-${OUT:-}}
 [ -n "$dest" ] || { echo "usage: bash scripts/device/jax_f32_determinism.sh OUT" >&2; exit 2; }
 work=/tmp/jax-f32-determinism

@@ -15,6 +15,7 @@
 # its first (bit-identical final weights and loss curve, or the first update whose loss differs). OUT gets
 # summary.txt and jax-f32-determinism-load.tar.xz. No loss value is printed (preregistration.md: no interim looks).
 set -u
+source "$(dirname "$0")/require_commit.sh"
 dest=${1:-${OUT:-}}
 [ -n "$dest" ] || { echo "usage: bash scripts/device/jax_f32_determinism_load.sh OUT" >&2; exit 2; }
 work=/tmp/jax-f32-determinism-load
@@ -27,7 +28,7 @@ pack() {
     stop_mps
     cp "$work/summary.txt" "$dest/" 2>/dev/null
     tar cJf "$dest/jax-f32-determinism-load.tar.xz" -C "$work" --exclude='*.keras' --exclude='*.h5' \
-        --exclude='*.npz' --exclude='loss.png' . 2>> "$work/logs/pack.txt"
+        --exclude='*.npz' --exclude='loss.png' --exclude='history.csv' --exclude='load-*' . 2>> "$work/logs/pack.txt"
 }
 trap pack EXIT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/summary.txt" 2>&1

@@ -19,6 +19,7 @@
 # update whose loss differs. OUT gets summary.txt and jax-f32-determinism-mps.tar.xz (manifests, histories,
 # logs). No loss value is printed: the runs are the study's seed 100 (preregistration.md, no interim looks).
 set -u
+source "$(dirname "$0")/require_commit.sh"
 dest=${1:-${OUT:-}}
 [ -n "$dest" ] || { echo "usage: bash scripts/device/jax_f32_determinism_mps.sh OUT" >&2; exit 2; }
 work=/tmp/jax-f32-determinism-mps

@@ -485,6 +485,41 @@ def test_runs_without_their_provenance_are_refused_when_the_plan_requires_it(tmp
     assert f"| {'a' * 40} | no | 18 |" in (tmp_path / "out" / "confirmatory.md").read_text()
 
 
+def test_code_known_by_its_package_checksum_is_accepted_only_where_the_plan_names_it(tmp_path):
+    """code_checksums: runs that record no clean commit but the package checksum of a commit the plan names
+    (the device study's portion 5 recorded a stale commit, "dirty", with the checksum of the code it ran)."""
+    plan_text = PLAN_TOML.replace("alpha = 0.05\n", "alpha = 0.05\nrequire_provenance = true\n", 1)
+
+    def stale_commit(runs):
+        for path in runs.glob("*/*/manifest.json"):
+            manifest = json.loads(path.read_text())
+            manifest["code"] = {"commit": "c" * 40, "dirty": True, "package_sha256": "d" * 64}
+            manifest["initial_weights"] = {"checksum": "b" * 64}
+            path.write_text(json.dumps(manifest))
+
+    assert "with uncommitted changes" in refusal(tmp_path / "unnamed", plan_text, stale_commit)
+    other = plan_text + f'\n[code_checksums]\n{"e" * 64} = "{"a" * 40}"\n'
+    assert "with uncommitted changes" in refusal(tmp_path / "other", other, stale_commit)
+    named = plan_text + f'\n[code_checksums]\n{"d" * 64} = "{"a" * 40}"\n'
+    study = tmp_path / "named" / "study"
+    synthetic_study(study, seeds=range(1, 4))
+    stale_commit(study / "runs")
+    (tmp_path / "plan.toml").write_text(named)
+    result = confirm(study, "--plan", tmp_path / "plan.toml", "-o", tmp_path / "out", "--no-plot")
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "out" / "confirmatory.json").read_text())
+    assert record["plan"]["code_checksums"] == {"d" * 64: "a" * 40}
+    assert (f"| {'c' * 40} (its package checksum is that of {'a' * 40}: the plan's code_checksums) | yes | 18 |"
+            in (tmp_path / "out" / "confirmatory.md").read_text())
+    for bad, said in (('alpha = 0.05\ncode_checksums = ["x"]\n', "a table of package_sha256"),
+                      (f'\n[code_checksums]\nabc = "{"a" * 40}"\n', "is not a package_sha256"),
+                      (f'\n[code_checksums]\n{"d" * 64} = "abc1234"\n', "is not a commit (40 lower-case hex digits)")):
+        (tmp_path / "bad.toml").write_text(plan_text.replace("alpha = 0.05\n", bad, 1) if bad.startswith("alpha")
+                                           else plan_text + bad)
+        refused = confirm(study, "--plan", tmp_path / "bad.toml", "-o", tmp_path / "bad-out", "--no-plot")
+        assert refused.exit_code != 0 and said in refused.output, refused.output
+
+
 def test_the_device_studys_plan_file_says_what_the_preregistration_plans():
     """Only the plan file is read here, never the study's records (no interim looks)."""
     from pathlib import Path
@@ -493,16 +528,20 @@ def test_the_device_studys_plan_file_says_what_the_preregistration_plans():
 
     plan = load_plan(Path(__file__).resolve().parents[2] / "docs/study/device/confirmatory-plan.toml")
     assert [(h.name, h.arm, h.reference) for h in plan.hypotheses] == [
-        ("H1", "jax-cpu/r1", "jax-gpu/r1"), ("H2", "torch-cpu/r1", "torch-gpu/r1"),
-        ("H3", "jax-gpu-tf32/r1", "jax-gpu/r1"), ("H4", "jax-gpu-cpu-path/r1", "jax-gpu/r1")]
+        ("H1", "jax-cpu/r1", "jax-gpu-repeatable/r1"), ("H2", "torch-cpu/r1", "torch-gpu/r1"),
+        ("H3", "jax-gpu-repeatable-tf32/r1", "jax-gpu-repeatable/r1"),
+        ("H4", "jax-gpu-repeatable-cpu-path/r1", "jax-gpu-repeatable/r1")]
     assert plan.metrics == ("mean_last_50_updates", "heldout_error") and plan.family_size == 8
     assert plan.margin == pytest.approx(0.0488, abs=5e-5) and plan.alpha == 0.05 and plan.power == 0.8
     assert (plan.bootstrap_resamples, plan.bootstrap_seed) == (10_000, 0)
     assert [(f.name, f.arm, f.reference) for f in plan.floors] == [
-        ("one-ulp", "jax-gpu/ulp", "jax-gpu/r1"),
+        ("one-ulp", "jax-gpu-repeatable/ulp", "jax-gpu-repeatable/r1"),
         ("nondeterministic", "jax-gpu-nondeterministic/r2", "jax-gpu-nondeterministic/r1")]
     assert (plan.noise_floor, plan.noise_multiple, plan.noise_hypotheses) == ("one-ulp", 3.0, ("H1", "H2", "H3"))
     assert plan.require_provenance is True
     # The deviations known so far, dated, as docs/study/device/README.md tells them.
-    assert len(plan.deviations) == 3 and all(d.startswith("2026-12-05") for d in plan.deviations)
-    assert "Amendment 1" in plan.deviations[0]
+    assert len(plan.deviations) == 7 and all(d.startswith(("2026-12-05", "2026-12-06")) for d in plan.deviations)
+    assert "Amendment 1" in plan.deviations[0] and "Amendment 1, step 2" in plan.deviations[3]
+    # Amendment 1's step 2 (2026-12-06): the reference with autotuning off. The one code checksum is
+    # recomputed from git by tests/study/test_device_study.py.
+    assert [commit[:7] for _, commit in plan.code_checksums] == ["5dcf122"]
