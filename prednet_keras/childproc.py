@@ -296,7 +296,15 @@ def _bootstrap(argv):
         os.set_inheritable(fd, False)
     _parent_pid = parent
     _death_signal_armed = _arm_death_signal(_death_signal)
-    threading.Thread(target=_watch, args=(watch,), name="parent-watch", daemon=True).start()
+    # The watch thread blocks the signals a parent passes on (it inherits the mask it is started with): the
+    # kernel gives a process's signal to any thread that does not block it, and Python runs the handler only
+    # when the main thread next runs Python, which a main thread asleep in C (time.sleep, a wait) may not
+    # do for as long as it sleeps. Seen: a forwarded Ctrl-C taken by this thread, acted on a minute later.
+    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    try:
+        threading.Thread(target=_watch, args=(watch,), name="parent-watch", daemon=True).start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
     if os.getppid() != parent:
         # The parent died before the death signal was armed: nothing will come.
         os.kill(os.getpid(), _death_signal)

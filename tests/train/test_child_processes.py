@@ -45,6 +45,14 @@ def _wait_until(condition, timeout, what):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def _signal_state(pid):
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return "gone"
+    return ", ".join(line for line in lines if line.startswith(("State", "SigIgn", "SigBlk", "SigCgt", "SigPnd")))
+
+
 def _python(args, **kwargs):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPOSITORY), os.environ.get("PYTHONPATH", "")]))
     env.update(kwargs.pop("env", {}))
@@ -76,18 +84,45 @@ def test_a_child_dies_with_its_parent_killed_by_sigkill(death_signal):
 def test_the_parent_passes_signals_on_and_reports_the_childs_status(signum, status, said):
     parent = _python(["-m", "tests.train.children", "parent", "wait", "interrupted"], stdout=subprocess.PIPE)
     try:
-        assert parent.stdout.readline().startswith("child ")
+        child = int(parent.stdout.readline().split()[1])
         # The child's "ready" and the parent's "forwarding" come in either order; a signal sent before the
         # parent forwards would end the parent alone (under load that window lasted long enough to be hit).
         assert sorted(parent.stdout.readline().strip() for _ in range(2)) == ["forwarding", "ready"]
         parent.send_signal(signum)
-        out = parent.communicate(timeout=20)[0]
+        try:
+            out = parent.communicate(timeout=20)[0]
+        except subprocess.TimeoutExpired:
+            # Seen once in a full run: say what each process ignores, blocks and catches.
+            raise AssertionError(f"no exit 20 s after the signal: parent {_signal_state(parent.pid)}; "
+                                 f"child {_signal_state(child)}") from None
     finally:
         parent.kill()
     assert parent.returncode == 0, out
     if said:
         assert said in out
     assert f"status {status}" in out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_childs_own_thread_leaves_the_passed_on_signals_to_the_main_thread():
+    # The kernel gives a process's signal to any thread not blocking it; taken by the watch thread, a Ctrl-C
+    # waited until the main thread woke from its sleep (a full run's timeout). Only the main thread may take it.
+    parent = _python(["-m", "tests.train.children", "parent", "wait", "interrupted"], stdout=subprocess.PIPE)
+    try:
+        child = int(parent.stdout.readline().split()[1])
+        assert sorted(parent.stdout.readline().strip() for _ in range(2)) == ["forwarding", "ready"]
+        blocked = {}
+        for task in Path(f"/proc/{child}/task").iterdir():
+            (line,) = [x for x in (task / "status").read_text().splitlines() if x.startswith("SigBlk:")]
+            blocked[int(task.name)] = int(line.split()[1], 16)
+        wanted = sum(1 << (int(signum) - 1) for signum in childproc.FORWARDED)
+        assert len(blocked) >= 2 and blocked[child] & wanted == 0
+        assert all(mask & wanted == wanted for tid, mask in blocked.items() if tid != child), blocked
+        parent.send_signal(signal.SIGINT)
+        out = parent.communicate(timeout=20)[0]
+    finally:
+        parent.kill()
+    assert "child: interrupted" in out and "status 130" in out
 
 
 def test_run_and_exit_status():
