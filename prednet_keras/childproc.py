@@ -296,6 +296,11 @@ def _bootstrap(argv):
         os.set_inheritable(fd, False)
     _parent_pid = parent
     _death_signal_armed = _arm_death_signal(_death_signal)
+    # A parent started where SIGINT is ignored (nohup, a background job of a script) passes that on with exec,
+    # and Python then installs no KeyboardInterrupt: the signals the parent forwards would do nothing here.
+    for signum in FORWARDED:
+        if signal.getsignal(signum) == signal.SIG_IGN:
+            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
     # The watch thread blocks the signals a parent passes on (it inherits the mask it is started with): the
     # kernel gives a process's signal to any thread that does not block it, and Python runs the handler only
     # when the main thread next runs Python, which a main thread asleep in C (time.sleep, a wait) may not

@@ -53,10 +53,17 @@ def _signal_state(pid):
     return ", ".join(line for line in lines if line.startswith(("State", "SigIgn", "SigBlk", "SigCgt", "SigPnd")))
 
 
-def _python(args, **kwargs):
+def _python(args, ignoring=(), **kwargs):
+    """A Python process; `ignoring`: signals it starts with ignored (as under nohup or a script's `&`)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPOSITORY), os.environ.get("PYTHONPATH", "")]))
     env.update(kwargs.pop("env", {}))
-    return subprocess.Popen([sys.executable, *args], cwd=REPOSITORY, env=env, text=True, **kwargs)
+
+    def ignore():
+        for signum in ignoring:
+            signal.signal(signum, signal.SIG_IGN)
+
+    return subprocess.Popen([sys.executable, *args], cwd=REPOSITORY, env=env, text=True, preexec_fn=ignore,
+                            **kwargs)
 
 
 # -- the helper -----------------------------------------------------------------
@@ -79,10 +86,14 @@ def test_a_child_dies_with_its_parent_killed_by_sigkill(death_signal):
         parent.kill()
 
 
+@pytest.mark.parametrize("ignoring", [(), (signal.SIGINT, signal.SIGHUP)], ids=["plain", "started-ignoring"])
 @pytest.mark.parametrize("signum, status, said", [(signal.SIGINT, 130, "child: interrupted"),
                                                   (signal.SIGTERM, 128 + signal.SIGTERM, None)])
-def test_the_parent_passes_signals_on_and_reports_the_childs_status(signum, status, said):
-    parent = _python(["-m", "tests.train.children", "parent", "wait", "interrupted"], stdout=subprocess.PIPE)
+def test_the_parent_passes_signals_on_and_reports_the_childs_status(signum, status, said, ignoring):
+    # "started-ignoring": prednet-train run under nohup or as a script's background job starts with SIGINT
+    # ignored, which exec passes on; the child must still act on what its parent forwards.
+    parent = _python(["-m", "tests.train.children", "parent", "wait", "interrupted"], stdout=subprocess.PIPE,
+                     ignoring=ignoring)
     try:
         child = int(parent.stdout.readline().split()[1])
         # The child's "ready" and the parent's "forwarding" come in either order; a signal sent before the
