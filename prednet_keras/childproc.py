@@ -304,7 +304,7 @@ def _bootstrap(argv):
     # The watch thread blocks the signals a parent passes on (it inherits the mask it is started with): the
     # kernel gives a process's signal to any thread that does not block it, and Python runs the handler only
     # when the main thread next runs Python, which a main thread asleep in C (time.sleep, a wait) may not
-    # do for as long as it sleeps. Seen: a forwarded Ctrl-C taken by this thread, acted on a minute later.
+    # do for as long as it sleeps.
     unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     try:
         threading.Thread(target=_watch, args=(watch,), name="parent-watch", daemon=True).start()

@@ -117,7 +117,7 @@ def test_the_parent_passes_signals_on_and_reports_the_childs_status(signum, stat
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_childs_own_thread_leaves_the_passed_on_signals_to_the_main_thread():
     # The kernel gives a process's signal to any thread not blocking it; taken by the watch thread, a Ctrl-C
-    # waited until the main thread woke from its sleep (a full run's timeout). Only the main thread may take it.
+    # would wait until the main thread woke from its sleep. Only the main thread may take it.
     parent = _python(["-m", "tests.train.children", "parent", "wait", "interrupted"], stdout=subprocess.PIPE)
     try:
         child = int(parent.stdout.readline().split()[1])
