@@ -115,7 +115,7 @@ def unsupported_settings(config, available_cpus=None):
                     f"{backend.display_name} threads are set by pinning the process to CPUs; only {cpus} "
                     f"CPU(s) are available, {config.threads} requested."
                 )
-    return _in_table_order(problems)
+    return _in_listed_order(problems)
 
 
 # When a config asks for a setting that a backend may be unable to honour (Backend.unsupported's keys).
@@ -128,8 +128,8 @@ _ASKS_FOR = {
 _ORDER = ("cudnn", "tf32", "autotune", "onednn", "interop_threads", "threads", "xla")
 
 
-def _in_table_order(problems):
-    # The order the reasons have always been listed in (strict mode's message lists them).
+def _in_listed_order(problems):
+    # The order the reasons have always had: strict mode's message and a manifest's not_available list them.
     return {name: problems[name]
             for name in sorted(problems, key=lambda name: _ORDER.index(name) if name in _ORDER else len(_ORDER))}
 

@@ -11,7 +11,8 @@ pass its own):
 and, through RuntimeConfig, the child environment (environment.CONFIG_ENV holds its to_dict()). What a switch
 does is its implementation, beside the others in this package: environment.py (variables set before the
 framework starts), apply.py (switches set after), readback.py (what is in force), config.unsupported_settings
-(where a backend or device cannot honour it). docs/architecture.md's "Adding a runtime switch" says the rest.
+(where a backend or device cannot honour it; a backend's reasons are its entry's `unsupported`,
+prednet_keras/backends.py). docs/architecture.md's "Adding a runtime switch" says the rest.
 
 No framework and no Click at import: a command's --help reads this table.
 """
