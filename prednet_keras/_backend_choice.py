@@ -1,15 +1,11 @@
 """Which Keras backend to use when the user did not say, and what to install when
 one is missing (imports no framework)."""
 
-import importlib.util
 import json
 import os
 import sys
 
-FALLBACK_ORDER = ("tensorflow", "jax", "torch")
-# The pip extra that installs each backend, and a name people recognise.
-EXTRAS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
-DISPLAY_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
+from prednet_keras import backends
 
 
 class MissingDependencyError(ValueError):
@@ -21,15 +17,22 @@ class MissingDependencyError(ValueError):
 
 
 def _installed(name):
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):  # a broken install or a stub in sys.modules
-        return False
+    backend = backends.find(name)
+    return backend is not None and backend.installed()
 
 
 def backend_installed(name):
     """Whether the framework of backend `name` (tensorflow, jax, torch) can be imported here, without importing it."""
     return _installed(name)
+
+
+# The backend Keras writes into keras.json the first time it runs, whatever backend it ran with.
+_KERAS_DEFAULT = backends.TENSORFLOW.name
+
+
+def _fallback_order():
+    # The table's order: the first installed is the default.
+    return backends.names()
 
 
 def keras_json_backend():
@@ -54,11 +57,11 @@ def choose_default_backend():
     if "keras" in sys.modules or os.environ.get("KERAS_BACKEND"):
         return
     configured = keras_json_backend()
-    if configured and (configured not in FALLBACK_ORDER or _installed(configured)):
+    if configured and (configured not in _fallback_order() or _installed(configured)):
         return
-    for name in FALLBACK_ORDER:
+    for name in _fallback_order():
         if _installed(name):
-            if name != (configured or "tensorflow"):
+            if name != (configured or _KERAS_DEFAULT):
                 os.environ["KERAS_BACKEND"] = name
             return
 
@@ -75,29 +78,29 @@ def default_backend():
     if named:
         return named
     configured = keras_json_backend()
-    if configured in FALLBACK_ORDER and _installed(configured):
+    if configured in _fallback_order() and _installed(configured):
         return configured
-    for name in FALLBACK_ORDER:
+    for name in _fallback_order():
         if _installed(name):
             return name
-    return "tensorflow"
+    return _fallback_order()[0]
 
 
 def install_hint(backend):
     """The pip command that installs `backend` for prednet-keras."""
-    extra = EXTRAS.get(backend, backend)
-    hint = f"pip install 'prednet-keras[{extra}]'"
-    if backend == "tensorflow":
-        hint += " (or [tensorflow-cpu] on a machine without a GPU)"
-    return hint
+    entry = backends.find(backend)
+    if entry is None:
+        return f"pip install 'prednet-keras[{backend}]'"
+    return f"pip install 'prednet-keras[{entry.extra}]'{entry.install_note}"
 
 
 def require_backend(backend):
     """Raises MissingDependencyError naming the pip install when `backend` is missing."""
-    if backend in FALLBACK_ORDER and not _installed(backend):
-        others = [DISPLAY_NAMES[n] for n in FALLBACK_ORDER if n != backend and _installed(n)]
+    entry = backends.find(backend)
+    if entry is not None and not _installed(backend):
+        others = [other.display_name for other in backends.BACKENDS if other is not entry and _installed(other.name)]
         also = f"; installed here: {', '.join(others)} (choose with --backend)" if others else ""
         raise MissingDependencyError(
-            f"the {DISPLAY_NAMES[backend]} backend is not installed: {install_hint(backend)}{also}"
+            f"the {entry.display_name} backend is not installed: {install_hint(backend)}{also}"
         )
 

@@ -154,14 +154,15 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 def _raise_missing_backend(error):
-    from prednet_keras import _backend_choice
+    from prednet_keras import _backend_choice, backends
 
-    missing = (error.name or "").split(".")[0]
-    if missing in _backend_choice.FALLBACK_ORDER:
+    package = (error.name or "").split(".")[0]
+    missing = next((backend for backend in backends.BACKENDS if backend.package == package), None)
+    if missing is not None:
         raise _backend_choice.MissingDependencyError(
-            f"Keras is set to use the {_backend_choice.DISPLAY_NAMES[missing]} backend "
+            f"Keras is set to use the {missing.display_name} backend "
             f"(KERAS_BACKEND={os.environ.get('KERAS_BACKEND', '')!r}), which is not installed: "
-            f"{_backend_choice.install_hint(missing)}"
+            f"{_backend_choice.install_hint(missing.name)}"
         ) from None
 
 

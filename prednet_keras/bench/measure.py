@@ -30,6 +30,7 @@ import shutil
 import sys
 import time
 
+from prednet_keras import backends
 from prednet_keras.session import torch_compile
 from prednet_keras.session.display import FirstStep
 
@@ -75,53 +76,72 @@ def host_peak_bytes():
 def _reset_device_peak():
     import keras
 
-    backend = keras.backend.backend()
+    backend = backends.find(keras.backend.backend())
     try:
-        if backend == "torch":
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.reset_peak_memory_stats()
-        elif backend == "tensorflow":
-            import tensorflow as tf
-
-            if tf.config.get_visible_devices("GPU"):
-                tf.config.experimental.reset_memory_stats("GPU:0")
+        if backend is not None and backend.reset_device_peak is not None:
+            backend.reset_device_peak()
     except Exception:  # best effort: the peak then covers the process so far
         pass
+
+
+def reset_torch_peak():
+    """Starts torch's peak device memory afresh (Backend.reset_device_peak)."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def reset_tensorflow_peak():
+    """Starts TensorFlow's peak device memory afresh (Backend.reset_device_peak)."""
+    import tensorflow as tf
+
+    if tf.config.get_visible_devices("GPU"):
+        tf.config.experimental.reset_memory_stats("GPU:0")
 
 
 def device_peak():
     """(bytes or None, how it was measured or why it is not available) for the first GPU."""
     import keras
 
-    backend = keras.backend.backend()
+    backend = backends.find(keras.backend.backend())
+    if backend is None:
+        return None, NOT_AVAILABLE
     try:
-        if backend == "jax":
-            import jax
-
-            device = jax.devices()[0]
-            if device.platform == "cpu":
-                return None, f"{NOT_AVAILABLE} (CPU run)"
-            stats = device.memory_stats() or {}
-            if "peak_bytes_in_use" not in stats:
-                return None, f"{NOT_AVAILABLE} ({device.platform} reports no peak_bytes_in_use)"
-            return int(stats["peak_bytes_in_use"]), "jax memory_stats()['peak_bytes_in_use'] (whole process)"
-        if backend == "torch":
-            import torch
-
-            if not torch.cuda.is_available():
-                return None, f"{NOT_AVAILABLE} (CPU run)"
-            return int(torch.cuda.max_memory_allocated()), "torch.cuda.max_memory_allocated (this phase)"
-        if backend == "tensorflow":
-            import tensorflow as tf
-
-            if not tf.config.get_visible_devices("GPU"):
-                return None, f"{NOT_AVAILABLE} (CPU run)"
-            return int(tf.config.experimental.get_memory_info("GPU:0")["peak"]), "tf get_memory_info('GPU:0')['peak'] (this phase)"
+        return backend.device_peak()
     except Exception as error:
         return None, f"{NOT_AVAILABLE} ({type(error).__name__}: {error})"
-    return None, NOT_AVAILABLE
+
+
+def jax_peak():
+    """JAX's peak device memory over the process (Backend.device_peak)."""
+    import jax
+
+    device = jax.devices()[0]
+    if device.platform == "cpu":
+        return None, f"{NOT_AVAILABLE} (CPU run)"
+    stats = device.memory_stats() or {}
+    if "peak_bytes_in_use" not in stats:
+        return None, f"{NOT_AVAILABLE} ({device.platform} reports no peak_bytes_in_use)"
+    return int(stats["peak_bytes_in_use"]), "jax memory_stats()['peak_bytes_in_use'] (whole process)"
+
+
+def torch_peak():
+    """torch's peak device memory in this phase (Backend.device_peak)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None, f"{NOT_AVAILABLE} (CPU run)"
+    return int(torch.cuda.max_memory_allocated()), "torch.cuda.max_memory_allocated (this phase)"
+
+
+def tensorflow_peak():
+    """TensorFlow's peak device memory in this phase (Backend.device_peak)."""
+    import tensorflow as tf
+
+    if not tf.config.get_visible_devices("GPU"):
+        return None, f"{NOT_AVAILABLE} (CPU run)"
+    return int(tf.config.experimental.get_memory_info("GPU:0")["peak"]), "tf get_memory_info('GPU:0')['peak'] (this phase)"
 
 
 def _memory():

@@ -27,6 +27,8 @@ import json
 import os
 import re
 
+from prednet_keras import backends
+
 __all__ = ["ProfileError", "format_summary", "summarize", "trace"]
 
 
@@ -34,40 +36,52 @@ class ProfileError(RuntimeError):
     """No trace to read, or a trace that cannot be read (the message says which file)."""
 
 
-@contextlib.contextmanager
 def trace(directory):
-    """Profiles the body with the current Keras backend's profiler into `directory`."""
+    """Profiles the body with the current Keras backend's profiler (Backend.profiler) into `directory`."""
     import keras
 
     os.makedirs(directory, exist_ok=True)
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
+    backend = backends.find(keras.backend.backend())
+    if backend is None:
+        raise ProfileError(f"no profiler for the {keras.backend.backend()} backend")
+    return backend.profiler(directory)
 
-        jax.profiler.start_trace(directory, create_perfetto_trace=True)
-        try:
-            yield
-        finally:
-            jax.profiler.stop_trace()
-    elif backend == "torch":
-        import torch
 
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if torch.cuda.is_available():
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        with torch.profiler.profile(activities=activities) as profiler:
-            yield
-        profiler.export_chrome_trace(os.path.join(directory, "trace.json"))
-    elif backend == "tensorflow":
-        import tensorflow as tf
+@contextlib.contextmanager
+def trace_jax(directory):
+    """jax.profiler around the body (Backend.profiler)."""
+    import jax
 
-        tf.profiler.experimental.start(directory)
-        try:
-            yield
-        finally:
-            tf.profiler.experimental.stop()
-    else:
-        raise ProfileError(f"no profiler for the {backend} backend")
+    jax.profiler.start_trace(directory, create_perfetto_trace=True)
+    try:
+        yield
+    finally:
+        jax.profiler.stop_trace()
+
+
+@contextlib.contextmanager
+def trace_torch(directory):
+    """torch.profiler around the body, its Chrome trace written as trace.json (Backend.profiler)."""
+    import torch
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as profiler:
+        yield
+    profiler.export_chrome_trace(os.path.join(directory, "trace.json"))
+
+
+@contextlib.contextmanager
+def trace_tensorflow(directory):
+    """tf.profiler around the body (Backend.profiler)."""
+    import tensorflow as tf
+
+    tf.profiler.experimental.start(directory)
+    try:
+        yield
+    finally:
+        tf.profiler.experimental.stop()
 
 
 def _trace_files(directory):

@@ -3,7 +3,7 @@
 import os
 import time
 
-from prednet_keras import model_kinds
+from prednet_keras import backends, model_kinds
 from prednet_keras.bench.measure import NOT_AVAILABLE
 from prednet_keras.bench.runner import BENCH_FORMAT, BENCH_FORMAT_VERSION, SYNTHETIC_DATA
 from prednet_keras.session.records import Fingerprint, Runtime
@@ -91,7 +91,9 @@ def backend_text(runtime):
     """The backend, with what changes its arithmetic or how it runs: torch.compile (with Inductor's CUDA
     graphs), a mixed precision (`runtime`: a records.Runtime)."""
     text = runtime.requested.backend
-    if text == "torch" and runtime.get("jit_compile_used") is True:
+    backend = backends.find(text)
+    # A backend that runs eager unless asked (torch) names a compiled run.
+    if backend is not None and not backend.jit_by_default and runtime.get("jit_compile_used") is True:
         text += " compiled"
         environment = (runtime.effective and runtime.effective.environment) or {}
         if environment.get("TORCHINDUCTOR_CUDAGRAPHS") == "1":  # Inductor's CUDA graphs: another program

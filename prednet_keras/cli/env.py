@@ -9,7 +9,7 @@ import json
 
 import click
 
-from prednet_keras import runtime
+from prednet_keras import backends, runtime
 from prednet_keras.cli.options import offered_options, runtime_config, runtime_options
 from prednet_keras.runtime.probe import probe
 from prednet_keras.session import records
@@ -63,7 +63,7 @@ def _print_report(result):
         settings.add_column(column)
     for name, key in _SETTINGS:
         wanted = requested.get(name)
-        if name == "interop_threads" and wanted is None and requested.backend != "jax":
+        if name == "interop_threads" and wanted is None and _has_interop_pool(requested.backend):
             wanted = requested.threads
         actual = effective.get(key)
         settings.add_row(name, _show(wanted), _show(actual, none="n/a"), _status(name, wanted, actual))
@@ -116,5 +116,12 @@ def main(as_json, **options):
         _print_report(result)
 
 
+def _has_interop_pool(name):
+    # Where a backend has an inter-op pool, `threads` sizes it too unless interop_threads says otherwise.
+    backend = backends.find(name)
+    return backend is None or backend.interop_pool
+
+
 if __name__ == "__main__":
     main()
+

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prednet_keras import diskwrite
+from prednet_keras import backends, diskwrite
 from prednet_keras.evaluate import EvalError
 from prednet_keras.evaluate.model_refs import load_run_model
 from prednet_keras.evaluate.scoring import compute_scores
@@ -89,7 +89,7 @@ def predict(model, X, nt=None, extrap_start=None, batch_size=8, jit_compile=None
     predictor = build_prediction_model(model, nt=nt, extrap_start_time=extrap_start, frame_shape=X.shape[2:],
                                        dtype=precision)
     if jit_compile is None:
-        jit_compile = False if keras.backend.backend() == "tensorflow" else "auto"
+        jit_compile = backends.named(keras.backend.backend()).prediction_jit_compile
     predictor.compile(jit_compile=jit_compile)
     return np.asarray(predictor.predict(X, batch_size=batch_size, verbose=0), dtype=np.float32)
 
@@ -120,7 +120,7 @@ def _predict_chainer(model, X, extrap_start, batch_size, jit_compile):
     if extrap_start is not None:
         raise EvalError("--extrap-start is not available for the Chainer PredNet (prednet-chainer) models.")
     if jit_compile is None:
-        jit_compile = False if keras.backend.backend() == "tensorflow" else "auto"
+        jit_compile = backends.named(keras.backend.backend()).prediction_jit_compile
     model.compile(jit_compile=jit_compile)
     out = np.asarray(model.predict(np.asarray(X, dtype=np.float32), batch_size=batch_size, verbose=0), dtype=np.float32)
     Xhat = np.zeros_like(out)

@@ -67,6 +67,7 @@ import keras
 from keras import ops
 from keras.src import backend as _keras_backend
 
+from prednet_keras import backends
 from prednet_keras.frame_size import check_frame_size
 from prednet_keras.layers.lotter_args import (
     _as_int_list,
@@ -81,6 +82,10 @@ from prednet_keras.layers.lotter_args import (
 __all__ = ["PredNet", "PredNetCell", "keras2_hard_sigmoid"]
 
 _PACKAGE = "prednet_keras"
+# Whether a stateful layer copies its states before each step: fixed when Keras starts, and read as a
+# constant inside the step (torch.compile traces it).
+_BACKEND = backends.find(keras.backend.backend())
+_COPIES_RNN_STATES = _BACKEND is not None and _BACKEND.copies_rnn_states
 # Conv types in the order the original creates (and sorts) its weights.
 CONV_TYPES = ("a", "ahat", "c", "f", "i", "o")
 
@@ -510,7 +515,7 @@ class PredNet(keras.layers.RNN):
         # torch.compile cannot trace (a graph break and a recompilation per step) and
         # that costs eager backends time; the operations computed are the same.
         def step(inputs, states):
-            if self.stateful and keras.backend.backend() == "torch":
+            if self.stateful and _COPIES_RNN_STATES:
                 # Copies, as Keras' RNN makes: in-place updates of the state variables
                 # would otherwise break autograd.
                 states = [ops.copy(state) for state in states]

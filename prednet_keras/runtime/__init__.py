@@ -31,6 +31,7 @@ import importlib
 import json
 import os
 
+from prednet_keras import backends
 from prednet_keras.runtime import process
 from prednet_keras.runtime.apply import apply_switches
 from prednet_keras.runtime.config import (
@@ -120,7 +121,7 @@ def configure(config, check=True):
             os.environ.pop(key, None)
 
     cpu_ids = None
-    if config.backend == "jax" and config.threads is not None and "threads" not in problems:
+    if backends.named(config.backend).threads_by_affinity and config.threads is not None and "threads" not in problems:
         cpu_ids = process.pin_cpus(config.threads)
 
     keras = importlib.import_module("keras")

@@ -4,6 +4,7 @@ backend sees none. Imports only the backend being configured, when asked."""
 
 import os
 
+from prednet_keras import backends
 from prednet_keras.runtime.process import GPU_PLATFORMS, RuntimeSetupError
 
 
@@ -14,10 +15,11 @@ def apply_switches(config):
         RuntimeSetupError: the backend started before and can no longer take a switch, or cannot run on
             the device asked for.
     """
-    _SWITCHES[config.backend](config)
+    backends.named(config.backend).apply_switches(config)
 
 
-def _apply_tensorflow(config):
+def apply_tensorflow(config):
+    """TensorFlow's switches (Backend.apply_switches)."""
     import tensorflow as tf
 
     try:
@@ -31,7 +33,7 @@ def _apply_tensorflow(config):
                     f"Device {config.device} requested but TensorFlow sees no GPU "
                     f"(CUDA build: {cuda_build}; CUDA_VISIBLE_DEVICES="
                     f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Refusing to run on the CPU instead. "
-                    + _NO_GPU_ADVICE["tensorflow"]
+                    + _TENSORFLOW_NO_GPU
                 )
             for gpu in gpus:
                 tf.config.experimental.set_memory_growth(gpu, True)
@@ -57,7 +59,8 @@ def _apply_tensorflow(config):
         tf.config.experimental.enable_tensor_float_32_execution(config.tf32)
 
 
-def _apply_torch(config):
+def apply_torch(config):
+    """torch's switches (Backend.apply_switches)."""
     import torch
 
     if config.threads is not None:
@@ -88,11 +91,12 @@ def _apply_torch(config):
             f"Device {config.device} requested but torch sees no GPU (torch {torch.__version__}, "
             f"CUDA {torch.version.cuda}; CUDA_VISIBLE_DEVICES="
             f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Refusing to run on the CPU instead. "
-            + _NO_GPU_ADVICE["torch"]
+            + _TORCH_NO_GPU
         )
 
 
-def _apply_jax(config):
+def apply_jax(config):
+    """JAX's switches (Backend.apply_switches)."""
     import jax
 
     if config.tf32 is not None:
@@ -104,12 +108,12 @@ def _apply_jax(config):
         raise RuntimeSetupError(
             f"JAX could not start the {os.environ.get('JAX_PLATFORMS')!r} platform for device "
             f"{config.device}: {_why_jax_failed(error)}. Refusing to run elsewhere. "
-            + (_NO_GPU_ADVICE["jax"] if config.device_kind == "gpu" else "")
+            + (_JAX_NO_GPU if config.device_kind == "gpu" else "")
         ) from None
     if config.device_kind == "gpu" and not any(d.platform in GPU_PLATFORMS for d in devices):
         raise RuntimeSetupError(
             f"Device {config.device} requested but JAX sees only {[str(d) for d in devices]}. "
-            + _NO_GPU_ADVICE["jax"]
+            + _JAX_NO_GPU
         )
 
 
@@ -128,20 +132,16 @@ def _why_jax_failed(error):
 
 
 # What to do when a GPU was asked for and the backend sees none.
-_NO_GPU_ADVICE = {
-    "tensorflow": (
-        "To train on a GPU, install TensorFlow with CUDA (pip install 'tensorflow[and-cuda]' on Linux with an "
-        "NVIDIA driver) or use --backend jax / --backend torch with their CUDA builds; or drop --device gpu "
-        "to train on the CPU."
-    ),
-    "torch": (
-        "To train on a GPU, install a CUDA build of PyTorch (see pytorch.org for the pip command that matches "
-        "your driver) or use --backend jax; or drop --device gpu to train on the CPU."
-    ),
-    "jax": (
-        "To train on a GPU, install JAX with CUDA (pip install -U 'jax[cuda13]', or 'jax[cuda12]' for an older "
-        "driver) or use --backend torch; or drop --device gpu to train on the CPU."
-    ),
-}
-
-_SWITCHES = {"tensorflow": _apply_tensorflow, "jax": _apply_jax, "torch": _apply_torch}
+_TENSORFLOW_NO_GPU = (
+    "To train on a GPU, install TensorFlow with CUDA (pip install 'tensorflow[and-cuda]' on Linux with an "
+    "NVIDIA driver) or use --backend jax / --backend torch with their CUDA builds; or drop --device gpu "
+    "to train on the CPU."
+)
+_JAX_NO_GPU = (
+    "To train on a GPU, install JAX with CUDA (pip install -U 'jax[cuda13]', or 'jax[cuda12]' for an older "
+    "driver) or use --backend torch; or drop --device gpu to train on the CPU."
+)
+_TORCH_NO_GPU = (
+    "To train on a GPU, install a CUDA build of PyTorch (see pytorch.org for the pip command that matches "
+    "your driver) or use --backend jax; or drop --device gpu to train on the CPU."
+)

@@ -44,8 +44,10 @@ def folder(study_dir):
 
 def applies(runtime_config):
     """Whether a training process of `runtime_config` can use the cache: JAX only (the other backends have
-    no such cache)."""
-    return runtime_config.backend == "jax"
+    no such cache; Backend.compilation_cache)."""
+    from prednet_keras import backends
+
+    return backends.named(runtime_config.backend).compilation_cache
 
 
 def environment(study_dir, runtime_config):

@@ -5,6 +5,7 @@ import dataclasses
 import os
 import textwrap
 
+from prednet_keras import backends
 from prednet_keras.runtime import process
 from prednet_keras.runtime.options import PRECISIONS, RUNTIME_OPTIONS, recorded_order
 
@@ -36,7 +37,7 @@ class RuntimeConfigBase:
     @property
     def effective_interop_threads(self):
         """The inter-op thread count that will be requested (None: default)."""
-        if self.backend == "jax":
+        if not backends.named(self.backend).interop_pool:
             return self.interop_threads
         return self.interop_threads if self.interop_threads is not None else self.threads
 
@@ -95,37 +96,42 @@ def unsupported_settings(config, available_cpus=None):
         dict of field name -> reason, empty when everything is supported.
     """
     problems = {}
-    backend = config.backend
-    if not config.cudnn and backend != "torch":
-        problems["cudnn"] = (
-            f"cuDNN cannot be switched off on {backend}: "
-            + ("TensorFlow" if backend == "tensorflow" else "XLA")
-            + " sends every GPU convolution to cuDNN. Only torch has a real cuDNN off."
-        )
+    backend = backends.named(config.backend)
+    for name, reason in backend.unsupported.items():
+        if _ASKS_FOR[name](config):
+            problems[name] = reason
     if config.tf32 and config.device_kind == "cpu":
         problems["tf32"] = "TF32 is a mode of NVIDIA GPUs (Ampere and newer); a CPU run has none."
     if config.autotune and config.device_kind == "cpu":
         problems["autotune"] = "kernel autotuning is a GPU library's choice among its kernels; a CPU run has none."
-    if config.onednn is not None and backend == "jax":
-        problems["onednn"] = "JAX (XLA:CPU) has no oneDNN switch; oneDNN is a TensorFlow and torch option."
-    if config.interop_threads is not None and backend == "jax":
-        problems["interop_threads"] = "JAX has no inter-op thread pool to size."
-    if config.threads is not None and backend == "jax":
+    if config.threads is not None and backend.threads_by_affinity:
         if not hasattr(os, "sched_setaffinity"):
-            problems["threads"] = "JAX threads are set through CPU affinity, which this OS does not offer."
+            problems["threads"] = (f"{backend.display_name} threads are set through CPU affinity, which this OS "
+                                   "does not offer.")
         else:
             cpus = process.available_cpus() if available_cpus is None else available_cpus
             if config.threads > cpus:
                 problems["threads"] = (
-                    f"JAX threads are set by pinning the process to CPUs; only {cpus} "
+                    f"{backend.display_name} threads are set by pinning the process to CPUs; only {cpus} "
                     f"CPU(s) are available, {config.threads} requested."
                 )
-    if config.xla and config.deterministic and backend == "tensorflow":
-        problems["xla"] = (
-            "XLA with TensorFlow op determinism: not every op is deterministic under XLA "
-            "(Keras itself turns XLA off when op determinism is on)."
-        )
-    return problems
+    return _in_listed_order(problems)
+
+
+# When a config asks for a setting that a backend may be unable to honour (Backend.unsupported's keys).
+_ASKS_FOR = {
+    "cudnn": lambda config: not config.cudnn,
+    "onednn": lambda config: config.onednn is not None,
+    "interop_threads": lambda config: config.interop_threads is not None,
+    "xla": lambda config: bool(config.xla and config.deterministic),
+}
+_ORDER = ("cudnn", "tf32", "autotune", "onednn", "interop_threads", "threads", "xla")
+
+
+def _in_listed_order(problems):
+    # The order the reasons have always had: strict mode's message and a manifest's not_available list them.
+    return {name: problems[name]
+            for name in sorted(problems, key=lambda name: _ORDER.index(name) if name in _ORDER else len(_ORDER))}
 
 
 def unsupported_message(config, problems):
@@ -146,9 +152,10 @@ def jit_compile_for(config, problems):
     """The Keras `jit_compile` argument that matches the config."""
     if config.xla is not None and "xla" not in problems:
         return config.xla
-    if config.backend == "tensorflow" and config.deterministic:
+    backend = backends.named(config.backend)
+    if config.deterministic and not backend.deterministic_under_xla:
         return False
-    if config.backend == "torch":
+    if not backend.jit_by_default:
         # Keras' own choice too: torch.compile only when asked for.
         return False
     return "auto"

@@ -31,7 +31,9 @@ def request_problem(backend, device, devices):
     """
     if devices == 1:
         return None
-    if backend != "jax":
+    from prednet_keras import backends
+
+    if not backends.named(backend).data_parallel:
         return (f"--devices {devices}: data-parallel training exists on the JAX backend (--backend jax); "
                 f"{backend} trains on one device.")
     if ":" in str(device):

@@ -4,6 +4,8 @@ variables recorded with a run (RECORDED_ENVIRONMENT), and the XLA_FLAGS helpers.
 import json
 import os
 
+from prednet_keras import backends
+
 # The environment variable through which a parent hands its RuntimeConfig to a child.
 CONFIG_ENV = "PREDNET_RUNTIME_CONFIG"
 # The CUDA_VISIBLE_DEVICES the first parent saw ("<unset>" when it had none), so that
@@ -117,56 +119,61 @@ def environment_for(config, base_env=None):
                 )
             env["CUDA_VISIBLE_DEVICES"] = listed[config.gpu_index]
 
-    if backend == "jax":
-        # Naming the platform makes a missing GPU an error instead of a CPU fallback.
-        env["JAX_PLATFORMS"] = "cpu" if config.device_kind == "cpu" else "cuda"
-        # Several runs may share one GPU; JAX would otherwise take most of its memory.
-        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    if backend == "torch":
-        env["KERAS_TORCH_DEVICE"] = "cpu" if config.device_kind == "cpu" else "cuda"
-    if backend == "tensorflow" and config.device_kind == "gpu":
-        env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
-
     # Threads: the API calls in configure() are what counts for TensorFlow and
     # torch; the variables also bound OpenMP/BLAS pools that start before them.
     if config.threads is not None:
         for name in _THREAD_VARS:
             env[name] = str(config.threads)
-        if backend == "tensorflow":
-            env["TF_NUM_INTRAOP_THREADS"] = str(config.threads)
-            env["TF_NUM_INTEROP_THREADS"] = str(config.effective_interop_threads)
-
-    # Determinism.
-    if backend == "tensorflow":
-        # For the record: configure() uses enable_op_determinism(), the modern form.
-        env["TF_DETERMINISTIC_OPS"] = "1" if config.deterministic else "0"
-    if backend == "torch":
-        if config.deterministic:
-            # cuBLAS needs a fixed workspace to be deterministic.
-            env["CUBLAS_WORKSPACE_CONFIG"] = _CUBLAS_DETERMINISTIC
-        else:
-            env.pop("CUBLAS_WORKSPACE_CONFIG", None)
-    if backend == "jax":
-        managed = _MANAGED_XLA_FLAGS + ((XLA_AUTOTUNE,) if config.autotune is not None else ())
-        flags = [t for t in _split_flags(base.get("XLA_FLAGS")) if _flag_name(t) not in managed]
-        if config.deterministic:
-            flags.append(f"{XLA_DETERMINISTIC}=true")
-        if config.autotune is False:
-            # Level 0: XLA's fixed choice of algorithms, nothing timed (True: its default level, which times).
-            flags.append(f"{XLA_AUTOTUNE}=0")
-        if config.threads == 1:
-            # Affinity sizes the thread pool; this keeps Eigen from splitting work too.
-            flags.append(f"{XLA_EIGEN_THREADS}=false")
-        if flags:
-            env["XLA_FLAGS"] = " ".join(flags)
-        else:
-            env.pop("XLA_FLAGS", None)
-
-    if backend == "tensorflow" and config.autotune is not None:
-        env["TF_CUDNN_USE_AUTOTUNE"] = "1" if config.autotune else "0"
-    if backend == "tensorflow" and config.onednn is not None:
-        env["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn else "0"
+    # The backend's own: placement, threads, determinism, kernels.
+    backends.named(backend).environment(config, env, base)
     return env
+
+
+def tensorflow_environment(config, env, base):
+    """TensorFlow's variables in the child's environment `env` (Backend.environment)."""
+    if config.device_kind == "gpu":
+        env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+    if config.threads is not None:
+        env["TF_NUM_INTRAOP_THREADS"] = str(config.threads)
+        env["TF_NUM_INTEROP_THREADS"] = str(config.effective_interop_threads)
+    # For the record: configure() uses enable_op_determinism(), the modern form.
+    env["TF_DETERMINISTIC_OPS"] = "1" if config.deterministic else "0"
+    if config.autotune is not None:
+        env["TF_CUDNN_USE_AUTOTUNE"] = "1" if config.autotune else "0"
+    if config.onednn is not None:
+        env["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn else "0"
+
+
+def torch_environment(config, env, base):
+    """torch's variables in the child's environment `env` (Backend.environment)."""
+    env["KERAS_TORCH_DEVICE"] = "cpu" if config.device_kind == "cpu" else "cuda"
+    if config.deterministic:
+        # cuBLAS needs a fixed workspace to be deterministic.
+        env["CUBLAS_WORKSPACE_CONFIG"] = _CUBLAS_DETERMINISTIC
+    else:
+        env.pop("CUBLAS_WORKSPACE_CONFIG", None)
+
+
+def jax_environment(config, env, base):
+    """JAX's variables in the child's environment `env`, its XLA_FLAGS made from `base`'s (Backend.environment)."""
+    # Naming the platform makes a missing GPU an error instead of a CPU fallback.
+    env["JAX_PLATFORMS"] = "cpu" if config.device_kind == "cpu" else "cuda"
+    # Several runs may share one GPU; JAX would otherwise take most of its memory.
+    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    managed = _MANAGED_XLA_FLAGS + ((XLA_AUTOTUNE,) if config.autotune is not None else ())
+    flags = [t for t in _split_flags(base.get("XLA_FLAGS")) if _flag_name(t) not in managed]
+    if config.deterministic:
+        flags.append(f"{XLA_DETERMINISTIC}=true")
+    if config.autotune is False:
+        # Level 0: XLA's fixed choice of algorithms, nothing timed (True: its default level, which times).
+        flags.append(f"{XLA_AUTOTUNE}=0")
+    if config.threads == 1:
+        # Affinity sizes the thread pool; this keeps Eigen from splitting work too.
+        flags.append(f"{XLA_EIGEN_THREADS}=false")
+    if flags:
+        env["XLA_FLAGS"] = " ".join(flags)
+    else:
+        env.pop("XLA_FLAGS", None)
 
 
 def relevant_environment(env=None):

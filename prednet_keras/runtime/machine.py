@@ -11,8 +11,9 @@ import shutil
 import subprocess
 import sys
 
+from prednet_keras import backends
 from prednet_keras.runtime.environment import relevant_environment
-from prednet_keras.runtime.process import BACKENDS, available_cpus, configured
+from prednet_keras.runtime.process import available_cpus, configured
 
 
 def bf16_support(device):
@@ -153,47 +154,58 @@ def _framework_gpu_info():
         # Asking a framework about devices starts it; before configure() that
         # would fix its settings, so only configured processes ask.
         return info
-    backend = config.backend
+    backend = backends.find(config.backend)
     try:
-        if backend == "torch":
-            import torch
-
-            torch_info = {"cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
-            if torch.cuda.is_available():
-                torch_info["devices"] = [
-                    {"name": torch.cuda.get_device_name(i),
-                     "capability": ".".join(map(str, torch.cuda.get_device_capability(i)))}
-                    for i in range(torch.cuda.device_count())
-                ]
-            info["torch"] = torch_info
-        elif backend == "jax":
-            import jax
-
-            jax_info = {"devices": [f"{d.platform}:{d.id} {getattr(d, 'device_kind', '')}".strip() for d in jax.devices()]}
-            try:
-                from jax._src.lib import cuda_versions
-
-                if cuda_versions is not None:
-                    jax_info["cudnn"] = cuda_versions.cudnn_get_version()
-                    jax_info["cuda_runtime"] = cuda_versions.cuda_runtime_get_version()
-            except Exception:
-                pass
-            info["jax"] = jax_info
-        elif backend == "tensorflow":
-            import tensorflow as tf
-
-            build = tf.sysconfig.get_build_info()
-            tf_info = {"cuda": build.get("cuda_version"), "cudnn": build.get("cudnn_version")}
-            tf_info["devices"] = []
-            for gpu in tf.config.get_visible_devices("GPU"):
-                try:
-                    tf_info["devices"].append({k: str(v) for k, v in tf.config.experimental.get_device_details(gpu).items()})
-                except Exception:
-                    tf_info["devices"].append({"name": gpu.name})
-            info["tensorflow"] = tf_info
+        if backend is not None:
+            info[backend.name] = backend.gpu_info()
     except Exception as error:
         info["error"] = f"{type(error).__name__}: {error}"
     return info
+
+
+def torch_gpu_info():
+    """torch's CUDA, cuDNN and GPUs, for the fingerprint (Backend.gpu_info)."""
+    import torch
+
+    torch_info = {"cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
+    if torch.cuda.is_available():
+        torch_info["devices"] = [
+            {"name": torch.cuda.get_device_name(i),
+             "capability": ".".join(map(str, torch.cuda.get_device_capability(i)))}
+            for i in range(torch.cuda.device_count())
+        ]
+    return torch_info
+
+
+def jax_gpu_info():
+    """JAX's devices, cuDNN and CUDA runtime, for the fingerprint (Backend.gpu_info)."""
+    import jax
+
+    jax_info = {"devices": [f"{d.platform}:{d.id} {getattr(d, 'device_kind', '')}".strip() for d in jax.devices()]}
+    try:
+        from jax._src.lib import cuda_versions
+
+        if cuda_versions is not None:
+            jax_info["cudnn"] = cuda_versions.cudnn_get_version()
+            jax_info["cuda_runtime"] = cuda_versions.cuda_runtime_get_version()
+    except Exception:
+        pass
+    return jax_info
+
+
+def tensorflow_gpu_info():
+    """TensorFlow's CUDA and cuDNN builds and GPUs, for the fingerprint (Backend.gpu_info)."""
+    import tensorflow as tf
+
+    build = tf.sysconfig.get_build_info()
+    tf_info = {"cuda": build.get("cuda_version"), "cudnn": build.get("cudnn_version")}
+    tf_info["devices"] = []
+    for gpu in tf.config.get_visible_devices("GPU"):
+        try:
+            tf_info["devices"].append({k: str(v) for k, v in tf.config.experimental.get_device_details(gpu).items()})
+        except Exception:
+            tf_info["devices"].append({"name": gpu.name})
+    return tf_info
 
 
 def fingerprint():
@@ -232,7 +244,7 @@ def fingerprint():
         },
         "packages": _installed_versions(),
         "keras_backend": active or os.environ.get("KERAS_BACKEND"),
-        "imported_frameworks": [name for name in BACKENDS if name in sys.modules],
+        "imported_frameworks": [backend.name for backend in backends.BACKENDS if backend.imported()],
         "blas": _blas_info(),
         "environment": relevant_environment(),
     }

@@ -11,7 +11,8 @@ pass its own):
 and, through RuntimeConfig, the child environment (environment.CONFIG_ENV holds its to_dict()). What a switch
 does is its implementation, beside the others in this package: environment.py (variables set before the
 framework starts), apply.py (switches set after), readback.py (what is in force), config.unsupported_settings
-(where a backend or device cannot honour it). docs/architecture.md's "Adding a runtime switch" says the rest.
+(where a backend or device cannot honour it; a backend's reasons are its entry's `unsupported`,
+prednet_keras/backends.py). docs/architecture.md's "Adding a runtime switch" says the rest.
 
 No framework and no Click at import: a command's --help reads this table.
 """
@@ -19,7 +20,7 @@ No framework and no Click at import: a command's --help reads this table.
 import dataclasses
 import re
 
-from prednet_keras.runtime import process
+from prednet_keras import backends
 from prednet_keras.value_rules import Boolean, Choice, Text, Whole
 
 # Keras dtype policies a run may ask for: float32 throughout, or float32 variables with
@@ -134,10 +135,23 @@ class RuntimeOption:
         return value
 
 
-def _backend(value):
-    if value not in process.BACKENDS:
-        raise ValueError(f"Unknown backend {value!r}: expected one of {list(process.BACKENDS)}.")
-    return value
+def backend_option(table=None):
+    """The `backend` option, made from the backends' table (prednet_keras.backends.BACKENDS, or a caller's
+    copy): its choices, its check, its texts; the default is the first backend, Keras' own default."""
+    choices = backends.names(table)
+    quoted = ", ".join(f'"{name}"' for name in choices)
+
+    def check(value):
+        if value not in choices:
+            raise ValueError(f"Unknown backend {value!r}: expected one of {list(choices)}.")
+        return value
+
+    return RuntimeOption(
+        "backend", "choice", choices[0], choices=choices, check=check, flag_default=None,
+        doc=f"Keras backend, one of {quoted}.",
+        help="Keras backend [default: KERAS_BACKEND, else the backend in ~/.keras/keras.json if installed, "
+             f"else the first installed of {', '.join(choices)}].",
+    )
 
 
 _DEVICE_RE = re.compile(r"^(cpu|gpu|cuda)(?::(\d+))?$")
@@ -163,12 +177,7 @@ def _precision(value):
 THREADS_RULE = Whole(1, 1024, "CPU threads; more than any machine's cores")
 
 RUNTIME_OPTIONS = (
-    RuntimeOption(
-        "backend", "choice", "tensorflow", choices=process.BACKENDS, check=_backend, flag_default=None,
-        doc='Keras backend, one of "tensorflow", "jax", "torch".',
-        help="Keras backend [default: KERAS_BACKEND, else the backend in ~/.keras/keras.json if installed, "
-             "else the first installed of tensorflow, jax, torch].",
-    ),
+    backend_option(),
     RuntimeOption(
         "device", "text", "cpu", check=_device,
         spec_rule=Text(r"(cpu|gpu|cuda)(:[0-9]{1,3})?", '"cpu", "gpu" or "gpu:N"'),

@@ -3,6 +3,7 @@ and setting the Keras dtype policy. Imports Keras only when asked."""
 
 import importlib
 
+from prednet_keras import backends
 from prednet_keras.runtime.readback import read_back
 
 
@@ -37,7 +38,7 @@ def precision_problem(precision, device_kind=None):
     keras = importlib.import_module("keras")
     backend = keras.backend.backend()
     if (device_kind or read_back()["device"]) == "gpu":
-        problem = bf16_capability_problem(_gpu_capability(backend))
+        problem = bf16_capability_problem(_gpu_capability(backends.find(backend)))
         if problem is not None:
             return problem
     try:
@@ -62,23 +63,34 @@ def bf16_capability_problem(capability):
 
 
 def _gpu_capability(backend):
-    """(major, minor) of the first GPU the backend uses, or None when it does not say."""
+    """(major, minor) of the first GPU `backend` (a Backend, or None: not in the table) uses, or None when it
+    does not say."""
+    if backend is None:
+        return None
     try:
-        if backend == "torch":
-            import torch
-
-            return tuple(torch.cuda.get_device_capability(0))
-        if backend == "jax":
-            import jax
-
-            text = getattr(jax.devices()[0], "compute_capability", None)
-            return tuple(int(v) for v in str(text).split(".")[:2]) if text else None
-        if backend == "tensorflow":
-            import tensorflow as tf
-
-            details = tf.config.experimental.get_device_details(tf.config.get_visible_devices("GPU")[0])
-            return tuple(details["compute_capability"]) if details.get("compute_capability") else None
+        return backend.gpu_capability()
     except Exception:  # no such device information: the convolution probe decides
         return None
-    return None
 
+
+def torch_gpu_capability():
+    """torch's first GPU's (major, minor) (Backend.gpu_capability)."""
+    import torch
+
+    return tuple(torch.cuda.get_device_capability(0))
+
+
+def jax_gpu_capability():
+    """JAX's first device's (major, minor), or None (Backend.gpu_capability)."""
+    import jax
+
+    text = getattr(jax.devices()[0], "compute_capability", None)
+    return tuple(int(v) for v in str(text).split(".")[:2]) if text else None
+
+
+def tensorflow_gpu_capability():
+    """TensorFlow's first visible GPU's (major, minor), or None (Backend.gpu_capability)."""
+    import tensorflow as tf
+
+    details = tf.config.experimental.get_device_details(tf.config.get_visible_devices("GPU")[0])
+    return tuple(details["compute_capability"]) if details.get("compute_capability") else None

@@ -5,7 +5,10 @@ its settings, and pinning it to CPUs (how JAX threads are set). No framework at 
 import os
 import sys
 
-BACKENDS = ("tensorflow", "jax", "torch")
+from prednet_keras import backends
+
+# The backends' names (the table is prednet_keras.backends.BACKENDS).
+BACKENDS = backends.names()
 NOT_AVAILABLE = "not available"
 
 # The platform names under which JAX lists a GPU.
@@ -37,9 +40,9 @@ def available_cpus():
     return os.cpu_count() or 1
 
 
-def _jax_initialised():
+def jax_devices_started():
     """Whether JAX has already created its device backends (then flags are fixed)."""
-    if "jax" not in sys.modules:
+    if not backends.JAX.imported():
         return False
     try:
         from jax._src import xla_bridge
@@ -73,10 +76,11 @@ def check_process_state(config, target, changed):
             f"starts, so they can no longer change: {details}. Start the run in a fresh process "
             f"whose environment comes from environment_for(config)."
         )
-    if config.backend == "jax" and config.threads is not None and _jax_initialised():
+    backend = backends.named(config.backend)
+    if backend.threads_by_affinity and config.threads is not None and backend.devices_started():
         raise RuntimeSetupError(
-            "JAX has already created its devices; CPU affinity (how JAX threads are set) must be "
-            "applied before that. Configure at the very start of the process."
+            f"{backend.display_name} has already created its devices; CPU affinity (how {backend.display_name} "
+            "threads are set) must be applied before that. Configure at the very start of the process."
         )
 
 

@@ -5,6 +5,7 @@ import importlib
 import os
 import sys
 
+from prednet_keras import backends
 from prednet_keras.runtime.environment import (
     XLA_AUTOTUNE,
     XLA_DETERMINISTIC,
@@ -42,7 +43,7 @@ def read_back():
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
-    out.update({"tensorflow": _read_tensorflow, "jax": _read_jax, "torch": _read_torch}[backend]())
+    out.update(backends.named(backend).read_back())
     out["precision"] = keras.config.dtype_policy().name
     if out["precision"] != "float32":
         out["bf16_support"] = bf16_support(out.get("device"))
@@ -50,7 +51,8 @@ def read_back():
     return out
 
 
-def _read_tensorflow():
+def read_tensorflow():
+    """What is in force in TensorFlow (Backend.read_back)."""
     import tensorflow as tf
     from tensorflow.python.framework import config as tf_config
 
@@ -88,7 +90,8 @@ def _read_tensorflow():
     }
 
 
-def _read_torch():
+def read_torch():
+    """What is in force in torch (Backend.read_back)."""
     import torch
 
     gpu = torch.cuda.is_available()
@@ -134,7 +137,8 @@ def _read_torch():
     return out
 
 
-def _read_jax():
+def read_jax():
+    """What is in force in JAX (Backend.read_back)."""
     import jax
 
     devices = jax.devices()
@@ -195,7 +199,7 @@ def verify(config, effective):
     if config.effective_interop_threads is not None:
         check("interop_threads", config.effective_interop_threads)
     check("deterministic", config.deterministic)
-    if config.backend == "torch":
+    if backends.named(config.backend).cudnn_switches:
         check("cudnn", config.cudnn)
         if config.deterministic:
             check("cudnn_deterministic", True)

@@ -16,6 +16,7 @@ import time
 import keras
 import numpy as np
 
+from prednet_keras import backends
 from prednet_keras.diskwrite import file_sha256, write_through_temporary
 from prednet_keras.recipe import learning_rate_at
 from prednet_keras.session import interrupts
@@ -319,10 +320,11 @@ def dispatches_asynchronously(model):
     caller can queue the next step before reading this one's loss. TensorFlow
     and torch on a CPU return when the step is done.
     """
-    backend = keras.backend.backend()
-    if backend == "jax":
+    backend = backends.find(keras.backend.backend())
+    when = "never" if backend is None else backend.asynchronous_steps
+    if when == "always":
         return True
-    if backend == "torch":
+    if when == "gpu":
         return any("cuda" in str(getattr(v.value, "device", "")) for v in model.trainable_variables[:1])
     return False
 
@@ -369,9 +371,15 @@ def _kept(value):
     memory the next replay of that graph overwrites, and torch refuses to read them after it;
     StepLosses reads a loss only after the next step was dispatched.
     """
-    if type(value).__module__.startswith("torch"):
-        return value.detach().clone()
+    backend = backends.owning_package(value)
+    if backend is not None and backend.keep_step_output is not None:
+        return backend.keep_step_output(value)
     return value
+
+
+def torch_step_output_kept(value):
+    """A torch tensor's copy on its device (Backend.keep_step_output)."""
+    return value.detach().clone()
 
 
 def variables_bytes(model):

@@ -28,6 +28,7 @@ import time
 
 import keras
 
+from prednet_keras import backends
 from prednet_keras.session import torch_compile
 from prednet_keras.runtime.distribution import batch_problem
 from prednet_keras.session.early_stopping import ResumableEarlyStopping
@@ -80,8 +81,9 @@ def jit_compile_for(requested, effective):
         return effective.get("jit_compile", requested["xla"])
     # Left to us: on CPU, TensorFlow's oneDNN kernels ran PredNet about twice as
     # fast as XLA did.
-    if requested.get("backend") == "tensorflow" and str(requested.get("device", "cpu")).startswith("cpu"):
-        return False
+    backend = backends.find(requested.get("backend"))
+    if backend is not None and backend.jit_on_cpu is not None and str(requested.get("device", "cpu")).startswith("cpu"):
+        return backend.jit_on_cpu
     return effective.get("jit_compile", "auto")
 
 

@@ -11,7 +11,7 @@ its gradient tensor before the first step, so the first compilation is the only 
 This module imports torch only when the torch backend is in use.
 """
 
-import sys
+from prednet_keras import backends
 
 __all__ = ["compiled_graphs", "cudagraph_skips", "settle_gradients"]
 
@@ -30,7 +30,7 @@ def settle_gradients(model):
     """
     import keras
 
-    if keras.backend.backend() != "torch":
+    if backends.find(keras.backend.backend()) is not backends.TORCH:
         return 0
     import torch
 
@@ -47,7 +47,7 @@ def settle_gradients(model):
 def compiled_graphs():
     """Graphs TorchDynamo has compiled in this process so far (first compilations and
     recompilations alike), or None when torch is not imported here."""
-    if "torch" not in sys.modules:
+    if not backends.TORCH.imported():
         return None
     try:
         from torch._dynamo.utils import counters
@@ -63,7 +63,7 @@ def cudagraph_skips():
     Inductor gives each reason only in its logs, which are off by default; this count says whether a
     run that asked for CUDA graphs got them.
     """
-    if "torch" not in sys.modules:
+    if not backends.TORCH.imported():
         return None
     try:
         from torch._dynamo.utils import counters

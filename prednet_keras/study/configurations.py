@@ -12,6 +12,7 @@ import json
 import math
 import re
 
+from prednet_keras import backends
 from prednet_keras.session.records import Fingerprint, Manifest
 
 __all__ = [
@@ -167,9 +168,6 @@ def _on_off(value):
     return "on" if value else "off"
 
 
-_BACKEND_NAMES = {"jax": "JAX", "torch": "PyTorch", "tensorflow": "TensorFlow"}
-
-
 def _machine_name(settings, machine):
     """The device a configuration ran on: its GPU models, else its CPU model."""
     return ", ".join(machine.get("gpu") or []) if settings.get("device") == "gpu" else machine.get("cpu")
@@ -210,7 +208,8 @@ def describe_settings(settings, machine, effective=None):
         effective: manifest runtime.effective of one of its runs (for the precision).
     """
     backend = settings.get("backend")
-    library = _BACKEND_NAMES.get(backend, str(backend or "?"))
+    known = backends.find(backend)
+    library = known.display_name if known is not None else str(backend or "?")
     if machine.get("backend_version"):
         library += f" {machine['backend_version']}"
     where = _machine_name(settings, machine)

@@ -133,9 +133,10 @@ class LocalExecutor:
 
         missing = backends_missing(configurations)
         if missing:
-            from prednet_keras._backend_choice import DISPLAY_NAMES
+            from prednet_keras.backends import named
 
-            arms = "; ".join(f"{name} needs {DISPLAY_NAMES[backend]} ({backend})" for name, backend in missing.items())
+            arms = "; ".join(f"{name} needs {named(backend).display_name} ({backend})"
+                             for name, backend in missing.items())
             packages = " ".join(sorted(set(missing.values())))
             raise SpecError(f"not installed here: {arms}. Install it (pip install {packages}), or run the other "
                             "configurations here with --only and these on a machine that has it.")
