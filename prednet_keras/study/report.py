@@ -45,6 +45,7 @@ from prednet_keras.study.configurations import (
     run_sort_key,
 )
 from prednet_keras.study.determinism_audit import determinism_audit
+from prednet_keras.study.factors import STUDY_FACTORS
 from prednet_keras.study.report_curves import curve_section, divergence_section
 from prednet_keras.study.report_markdown import render_markdown
 from prednet_keras.study.report_wording import answer
@@ -140,7 +141,7 @@ def _default_metric(runs):
     return "final_loss", "result.final_loss (the last epoch's mean training loss; choose another with --metric)"
 
 
-def build_report(dirs, options=None):
+def build_report(dirs, options=None, factors=STUDY_FACTORS):
     """Reads the run folders under `dirs` and computes the whole report.
 
     Args:
@@ -148,6 +149,8 @@ def build_report(dirs, options=None):
             tar archives of them (a packed study's runs.tar.xz), read in a
             temporary folder that is removed before this returns.
         options: ReportOptions (defaults if None).
+        factors: the study factors (factors.STUDY_FACTORS): which make a configuration, compared within a
+            protocol, and which the protocol.
 
     Returns:
         (report, context): report is the JSON-ready dict written to
@@ -156,7 +159,7 @@ def build_report(dirs, options=None):
     options = options or ReportOptions()
     options.validate()
     with contextlib.ExitStack() as stack:
-        return _build_report(dirs, options, stack)
+        return _build_report(dirs, options, stack, factors)
 
 
 def _input_folders(source, stack, warnings):
@@ -181,7 +184,7 @@ def _input_folders(source, stack, warnings):
     raise FileNotFoundError(f"No such folder or archive: {source}")
 
 
-def _build_report(dirs, options, stack):
+def _build_report(dirs, options, stack, factors):
     warnings = []
     excluded = []
     loaded = []
@@ -201,7 +204,7 @@ def _build_report(dirs, options, stack):
             continue
         seen[digest] = where
         try:
-            run = load_run(path, source, where)
+            run = load_run(path, source, where, factors)
         except (run_folders.RunFolderError, ValueError, KeyError) as error:
             excluded.append({"path": where, "reason": f"unreadable ({error})"})
             continue
