@@ -39,10 +39,11 @@ from prednet_keras.code_provenance import code_provenance
 from prednet_keras.diskwrite import atomic_write_json
 from prednet_keras.session import folder as run_folders
 from prednet_keras.session.lock import FolderLock, RunFolderLocked
-from prednet_keras.study import archive, starting_points
+from prednet_keras.study import archive
+from prednet_keras.study.executors import starting_points
 from prednet_keras.study.factors import predating_runtime
-from prednet_keras.study.local_executor import LocalExecutor
-from prednet_keras.study.one_run import PARTIAL, RUNS, run_folder
+from prednet_keras.study.executors.local_executor import LocalExecutor
+from prednet_keras.study.executors.one_run import PARTIAL, RUNS, run_folder
 from prednet_keras.study.spec import SpecError
 
 __all__ = ["EXECUTORS", "StudyFolderError", "make_executor", "plan_status", "run_study"]
@@ -251,7 +252,7 @@ def make_executor(name, *, workers=None, address=None, gpu_share=1.0, retries=No
     if name == "local":
         return LocalExecutor(workers, share_compilation)
     if name == "ray":
-        from prednet_keras.study.ray_executor import RayExecutor
+        from prednet_keras.study.executors.ray_executor import RayExecutor
 
         return RayExecutor(address=address, gpu_share=gpu_share, max_in_flight=workers, retries=retries)
     raise ValueError(f"Unknown executor {name!r} (known: {', '.join(EXECUTORS)}).")

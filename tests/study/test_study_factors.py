@@ -6,7 +6,8 @@ import json
 import pytest
 
 from prednet_keras.runtime.options import RUNTIME_OPTIONS, RuntimeOption
-from prednet_keras.study import configurations, factors
+from prednet_keras.study import factors
+from prednet_keras.study.report import configurations
 from prednet_keras.study.factors import STUDY_FACTORS, StudyFactor
 from prednet_keras.study.report import build_report
 from prednet_keras.study.spec import SpecError, parse_spec

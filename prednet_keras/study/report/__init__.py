@@ -38,18 +38,18 @@ import numpy as np
 from prednet_keras.diskwrite import atomic_write, atomic_write_json
 from prednet_keras.session import folder as run_folders
 from prednet_keras.study import archive
-from prednet_keras.study.comparisons import compare_configurations
-from prednet_keras.study.configurations import (
+from prednet_keras.study.stats.comparisons import compare_configurations
+from prednet_keras.study.report.configurations import (
     group_configurations,
     protocol_differences,
     run_sort_key,
 )
-from prednet_keras.study.determinism_audit import determinism_audit
+from prednet_keras.study.stats.determinism_audit import determinism_audit
 from prednet_keras.study.factors import STUDY_FACTORS
-from prednet_keras.study.report_curves import curve_section, divergence_section
-from prednet_keras.study.report_markdown import render_markdown
-from prednet_keras.study.report_wording import answer
-from prednet_keras.study.run_records import curve_checksum, find_run_folders, load_run
+from prednet_keras.study.report.curves import curve_section, divergence_section
+from prednet_keras.study.report.markdown import render_markdown
+from prednet_keras.study.report.wording import answer
+from prednet_keras.study.report.run_records import curve_checksum, find_run_folders, load_run
 from prednet_keras.study.stats import ALPHA, MARGIN_SD, PERMUTATIONS, POWER, describe
 
 # answer, curve_checksum, find_run_folders, load_run and render_markdown live in the modules named above;
@@ -445,7 +445,7 @@ def make_report(dirs, output, options=None, overwrite=False):
     output.mkdir(parents=True, exist_ok=True)
     files = []
     if options.plots:
-        from prednet_keras.study import plots
+        from prednet_keras.study.report import plots
 
         several = len(context["protocols"]) > 1
         for section, ctx in zip(report["protocols"], context["protocols"]):

@@ -16,7 +16,7 @@ import numpy as np
 
 from prednet_keras.session import folder as run_folders
 from prednet_keras.session.records import Manifest, Study
-from prednet_keras.study.configurations import arm_settings, canonical, machine_identity, protocol_identity
+from prednet_keras.study.report.configurations import arm_settings, canonical, machine_identity, protocol_identity
 from prednet_keras.study.factors import STUDY_FACTORS
 
 __all__ = ["TRAJECTORY", "Run", "curve_checksum", "find_run_folders", "load_run", "weights_file_checksum"]

@@ -52,7 +52,7 @@ but not `replicate_seeds` replicates the top-level `replicate_seeds` (every
 seed when there are none); one whose `replicates` is 1 replicates no seed.
 
 Every key of every table is checked when the spec is read, before anything
-is planned or trained: its type, its range and a cap (spec_rules.py says
+is planned or trained: its type, its range and a cap (spec/rules.py says
 each one and why). Names (the study's, the configurations') follow one
 rule: 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or
 digit. A spec that breaks a rule is refused with the file, the table and
@@ -72,9 +72,9 @@ from pathlib import Path
 
 from prednet_keras import model_kinds
 from prednet_keras.model_kinds.study_config import names_a_file
-from prednet_keras.study import spec_rules
+from prednet_keras.study.spec import rules as spec_rules
 from prednet_keras.study.factors import STUDY_FACTORS, arm_factors
-from prednet_keras.study.spec_rules import RuleError
+from prednet_keras.study.spec.rules import RuleError
 
 __all__ = ["ARM_FACTORS", "PLAN_KEYS", "Plan", "PlannedRun", "SpecError", "StudySpec", "load_spec", "parse_spec",
            "ready_specs", "resolve_spec_path", "seed_list"]
@@ -90,7 +90,7 @@ REPORT_KEYS = tuple(spec_rules.REPORT_RULES)
 PLAN_KEYS = ("replicates", "replicate_seeds", "ulp_baseline")
 TOP_KEYS = tuple(spec_rules.TOP_RULES) + ("train", "runtime", "configurations", "report")
 # The specs shipped with the package: `prednet-study run quick`.
-READY_SPECS = Path(__file__).parent / "specs"
+READY_SPECS = Path(__file__).parent.parent / "specs"
 
 
 def ready_specs():
