@@ -20,11 +20,14 @@ Where the entries come from:
 What is made from the table (each maker takes `factors=STUDY_FACTORS`, so a caller, a test above all, may pass
 its own):
 
-    configurations.configuration_settings, arm_settings   a run's configuration (the comparable factors)
-    configurations.describe_settings, group_configurations   its label and, for runs a spec did not name, its name
-    configurations.protocol_identity                      the protocol (the factors that are not comparable)
-    spec: a configuration's keys and their rules, the arm factors [train] may not set (arm_factors)
-    runner: the value a resumed study assumes where its older plan lacks a runtime switch (predating_runtime)
+    report.configurations.configuration_settings, arm_settings   a run's configuration (the comparable factors)
+    report.configurations.describe_settings, group_configurations   its label and, for runs a spec did not name,
+                                                                    its name
+    report.configurations.protocol_identity        the protocol (the factors that are not comparable)
+    spec, spec.rules.factor_rules                  a configuration's keys and their rules, the arm factors [train]
+                                                   may not set (arm_factors)
+    runner                                         the value a resumed study assumes where its older plan lacks a
+                                                   runtime switch (predating_runtime)
 
 An earlier study keeps its names: a factor that the first studies recorded is `named_always` (in every
 configuration's settings, unset as None, so its identity and label are what they were); one added since is named
