@@ -2,7 +2,7 @@
 says its type and range in words, and a value that breaks it raises RuleError with the rule and the
 value as written, e.g. `must be a number > 0, got "0.001" (a string)`.
 
-The study spec's tables of rules (study/spec_rules.py) and each model kind's rules for its training
+The study spec's tables of rules (study/spec/rules.py) and each model kind's rules for its training
 options (model_kinds/) are built from these. This module imports no framework.
 """
 

@@ -20,7 +20,7 @@ from prednet_keras.cli.options import runtime_config, runtime_options
 from prednet_keras.runtime.config import jit_compile_for, runtime_config_class, unsupported_settings
 from prednet_keras.runtime.environment import environment_for
 from prednet_keras.runtime.options import RUNTIME_OPTIONS, backend_option
-from prednet_keras.study import spec_rules
+from prednet_keras.study.spec import rules as spec_rules
 from prednet_keras.value_rules import RuleError
 
 PACKAGE = Path(backends.__file__).parent

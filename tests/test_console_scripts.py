@@ -240,7 +240,7 @@ def test_prednet_study_parent_never_imports_a_framework(tmp_path):
     it needs no framework of its own (the starting points' backend is found without importing Keras)."""
     output = run_probe(
         "import sys\n"
-        "from prednet_keras.study import local_executor, starting_points\n"
+        "from prednet_keras.study.executors import local_executor, starting_points\n"
         "def start(spec, study_dir, runs, backend):\n"
         "    print('BACKEND', backend)\n"
         "    return starting_points.StartingPoints(study_dir, {run.seed: {} for run in runs}, None, [])\n"

@@ -186,7 +186,7 @@ def run(ctx, spec_path, output, workers, only, seeds, report, executor, address,
         click.echo(f"Study {spec.name}: model {spec.model}, {plan} x {len(configurations)} "
                    f"configuration(s) = {len(finished) + len(pending)} runs; {len(finished)} done, "
                    f"{len(pending)} to run.")
-        from prednet_keras.study.local_executor import backends_missing
+        from prednet_keras.study.executors.local_executor import backends_missing
 
         missing = backends_missing(configurations) if executor != "ray" else {}
         for config in configurations:
@@ -196,7 +196,7 @@ def run(ctx, spec_path, output, workers, only, seeds, report, executor, address,
                                      f"{config.plan.run_count(spec.seeds)} runs]")
             placed = ""
             if executor == "ray":
-                from prednet_keras.study.ray_executor import resource_request
+                from prednet_keras.study.executors.ray_executor import resource_request
 
                 request = resource_request(config, gpu_share)
                 placed = f"  [Ray: num_cpus={request['num_cpus']}, num_gpus={request['num_gpus']:g}]"
@@ -353,7 +353,7 @@ def pairs(spec_path, output, remove_incomplete, overwrite):
     update whose logged loss differs. Run it where the runs were trained,
     before their large files are dropped and the runs packed.
     """
-    from prednet_keras.study.seed_pairs import remove_runs, write_seed_pairs
+    from prednet_keras.study.report.seed_pairs import remove_runs, write_seed_pairs
     from prednet_keras.study.spec import load_spec, resolve_spec_path
 
     spec = load_spec(resolve_spec_path(spec_path))
@@ -396,7 +396,7 @@ def confirm(sources, plan_path, output, no_plot, overwrite):
     smallest effect of interest, Holm over the family for each, the verdict in the plan's words; the noise
     floors and the noise rule; the deviations the plan declares.
     """
-    from prednet_keras.study.confirmatory_report import summary_lines, write_confirmatory
+    from prednet_keras.study.report.confirmatory_report import summary_lines, write_confirmatory
 
     result = write_confirmatory(list(sources), plan_path, output, plot=not no_plot, overwrite=overwrite)
     click.echo(f"{result['runs']['used']} runs of the plan's arms used, of {result['runs']['found']} found"

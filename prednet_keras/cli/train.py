@@ -197,7 +197,7 @@ def _say(line):
 
 def _repeat(options):
     """--repeat N: N identical runs, then the determinism audit; returns the exit status."""
-    from prednet_keras.study.repeats import audit_repeats
+    from prednet_keras.study.report.repeats import audit_repeats
 
     parent = options["output"] or _default_output(options["model"])
     folders = []

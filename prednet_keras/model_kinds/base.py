@@ -110,10 +110,6 @@ class ModelKind:
         """{factor: value_rules rule} of the arm factors."""
         return {}
 
-    def study_factors(self, values):
-        """The arm factors of a configuration table `values` (checked), with this kind's defaults."""
-        return {name: values.get(name, default) for name, default in self.arm_factors.items()}
-
     def resolve_config(self, config):
         """Fills this kind's defaults into `config` (a copy the config class made); returns it."""
         return config

@@ -6,7 +6,7 @@ pass its own):
     runtime.config.runtime_config_class(options)    RuntimeConfig: its fields, defaults, checks and docstring
     session.records.runtime_requested_record(options)  the manifest's runtime.requested record
     cli.options.runtime_options(options=...)          the Click options of every command that starts a framework
-    study.spec_rules.runtime_rules(options)           the study spec's runtime keys and their rules
+    study.spec.rules.runtime_rules(options)           the study spec's runtime keys and their rules
 
 and, through RuntimeConfig, the child environment (environment.CONFIG_ENV holds its to_dict()). What a switch
 does is its implementation, beside the others in this package: environment.py (variables set before the

@@ -39,9 +39,11 @@ from prednet_keras.code_provenance import code_provenance
 from prednet_keras.diskwrite import atomic_write_json
 from prednet_keras.session import folder as run_folders
 from prednet_keras.session.lock import FolderLock, RunFolderLocked
-from prednet_keras.study import archive, starting_points
-from prednet_keras.study.local_executor import LocalExecutor
-from prednet_keras.study.one_run import PARTIAL, RUNS, run_folder
+from prednet_keras.study import archive
+from prednet_keras.study.executors import starting_points
+from prednet_keras.study.factors import predating_runtime
+from prednet_keras.study.executors.local_executor import LocalExecutor
+from prednet_keras.study.executors.one_run import PARTIAL, RUNS, run_folder
 from prednet_keras.study.spec import SpecError
 
 __all__ = ["EXECUTORS", "StudyFolderError", "make_executor", "plan_status", "run_study"]
@@ -153,8 +155,9 @@ def _record_study(spec, study_dir, spec_path, command, cache_folder=None):
     atomic_write_json(path, record)
 
 
-# The same for runtime options.
-_PREDATING_RUNTIME_OPTIONS = {"precision": "float32", "devices": 1, "autotune": None}
+# The same for runtime switches: each one added since the first studies, with the value every earlier run had
+# (factors.py's table says them).
+_PREDATING_RUNTIME_OPTIONS = predating_runtime()
 
 
 def _check_compatible(recorded, spec, study_dir):
@@ -249,7 +252,7 @@ def make_executor(name, *, workers=None, address=None, gpu_share=1.0, retries=No
     if name == "local":
         return LocalExecutor(workers, share_compilation)
     if name == "ray":
-        from prednet_keras.study.ray_executor import RayExecutor
+        from prednet_keras.study.executors.ray_executor import RayExecutor
 
         return RayExecutor(address=address, gpu_share=gpu_share, max_in_flight=workers, retries=retries)
     raise ValueError(f"Unknown executor {name!r} (known: {', '.join(EXECUTORS)}).")

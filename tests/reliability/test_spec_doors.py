@@ -20,7 +20,9 @@ from click.testing import CliRunner
 
 from prednet_keras.cli.study import main as study_cli
 from prednet_keras.session import folder as run_folders
-from prednet_keras.study import one_run, ray_executor, runner, spec_rules
+from prednet_keras.study import runner
+from prednet_keras.study.executors import one_run, ray_executor
+from prednet_keras.study.spec import rules as spec_rules
 from prednet_keras.study.spec import PLAN_KEYS, SpecError, parse_spec
 from tests.reliability.faults import snapshot
 

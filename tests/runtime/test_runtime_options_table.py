@@ -16,7 +16,7 @@ from prednet_keras.runtime.config import runtime_config_class
 from prednet_keras.runtime.environment import CONFIG_ENV
 from prednet_keras.runtime.options import RUNTIME_OPTIONS, RuntimeOption, flag_order, names, recorded_order
 from prednet_keras.session.records import RuntimeRequested, runtime_requested_record
-from prednet_keras.study import spec_rules
+from prednet_keras.study.spec import rules as spec_rules
 from prednet_keras.value_rules import RuleError
 
 FAST_MATH = RuntimeOption(

@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from prednet_keras.cli.study import main as study_cli
-from prednet_keras.study import runner, starting_points
+from prednet_keras.study import runner
+from prednet_keras.study.executors import starting_points
 from prednet_keras.study.spec import Plan, SpecError, load_spec, parse_spec
 
 # The pre-registered study's shape: a deterministic reference that repeats its first two seeds (a bit-identity

@@ -1,4 +1,4 @@
-"""The pre-registered confirmatory analysis (study/confirmatory.py, study/confirmatory_report.py and
+"""The pre-registered confirmatory analysis (study/stats/confirmatory.py, study/report/confirmatory_report.py and
 `prednet-study confirm`), on synthetic per-seed values and run folders only: planted effects give the
 plan's verdicts, every number is recomputed here by hand, and bad input is refused in one line."""
 
@@ -15,7 +15,7 @@ from scipy import stats
 from prednet_keras.cli.study import main
 from prednet_keras.session.records import RUN_FORMAT
 from prednet_keras.study import archive
-from prednet_keras.study.confirmatory import (
+from prednet_keras.study.stats.confirmatory import (
     PlanError,
     analyse,
     arm_key,
@@ -23,7 +23,7 @@ from prednet_keras.study.confirmatory import (
     noise_multiple,
     plan_from_dict,
 )
-from prednet_keras.study.power import seeds_needed_equivalence
+from prednet_keras.study.stats.power import seeds_needed_equivalence
 
 MARGIN = math.log(1.05)
 SEEDS = list(range(100, 130))
@@ -524,7 +524,7 @@ def test_the_device_studys_plan_file_says_what_the_preregistration_plans():
     """Only the plan file is read here, never the study's records (no interim looks)."""
     from pathlib import Path
 
-    from prednet_keras.study.confirmatory_report import load_plan
+    from prednet_keras.study.report.confirmatory_report import load_plan
 
     plan = load_plan(Path(__file__).resolve().parents[2] / "docs/study/device/confirmatory-plan.toml")
     assert [(h.name, h.arm, h.reference) for h in plan.hypotheses] == [

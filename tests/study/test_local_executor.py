@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from prednet_keras.study.local_executor import _next_run
+from prednet_keras.study.executors.local_executor import _next_run
 from prednet_keras.study.spec import Configuration
 
 
@@ -102,7 +102,7 @@ class _FakeStudy:
     (after how many polls, what happens)) and a held one cannot train before its gate file exists."""
 
     def __init__(self, tmp_path, monkeypatch, script):
-        from prednet_keras.study import local_executor
+        from prednet_keras.study.executors import local_executor
 
         self.events, self.script, self.gates = [], script, []
         self.study_dir = tmp_path / "study"
@@ -159,7 +159,7 @@ class _FakeStudy:
         monkeypatch.setattr(local_executor.time, "sleep", lambda seconds: None)
 
     def run(self, pending, workers=2):
-        from prednet_keras.study import local_executor
+        from prednet_keras.study.executors import local_executor
 
         outcome = {"done": [], "failed": [], "skipped": {}}
         local_executor._execute(None, self.study_dir, pending, ALL, workers, [], None, outcome, 0)
@@ -177,7 +177,7 @@ def test_waiting_runs_start_held_and_pass_the_gate_once_the_first_run_has_record
     assert outcome["pending"] == 0 and len(outcome["done"]) == 2
     # The gates were the invocation's own (the stale one was removed first), and are gone with it.
     assert study.gates and not (study.study_dir / ".start-gates").exists()
-    from prednet_keras.study import local_executor
+    from prednet_keras.study.executors import local_executor
 
     assert not local_executor._has_trained(tmp_path / "nowhere")
 
@@ -203,7 +203,7 @@ def test_a_run_waits_for_its_own_seeds_starting_point_only():
 def test_runs_start_as_their_seeds_appear(tmp_path, monkeypatch):
     """The executor's loop with the starting points still being made: seed 0's run starts (and ends) before
     seed 1's starting point is written; seed 1's run starts once it is."""
-    from prednet_keras.study import local_executor
+    from prednet_keras.study.executors import local_executor
 
     events = []
     points = _Points(ready={0})
@@ -259,7 +259,7 @@ def test_runs_with_a_thread_count_get_cpus_of_their_own(monkeypatch):
     sets threads on the CPUs the running ones use least, so parallel runs do not share one core."""
     from types import SimpleNamespace
 
-    from prednet_keras.study import local_executor
+    from prednet_keras.study.executors import local_executor
 
     monkeypatch.setattr(local_executor.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
 
@@ -298,7 +298,7 @@ def test_a_study_whose_arm_needs_a_missing_backend_is_refused_before_anything_ru
     assert dry.exit_code == 0 and "[cannot run here: torch is not installed]" in dry.output
     assert "a: backend=jax" in dry.output and "cannot run here" not in dry.output.split("b: ")[0]
     # Only the arms that run here are asked about.
-    from prednet_keras.study.local_executor import LocalExecutor
+    from prednet_keras.study.executors.local_executor import LocalExecutor
     from prednet_keras.study.spec import load_spec
 
     LocalExecutor(workers=1).check(load_spec(spec_path).select(["a"]))

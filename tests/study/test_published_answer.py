@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 from prednet_keras.session import folder as run_folders
-from prednet_keras.study import archive, comparisons, stats
-from prednet_keras.study.run_records import Run, find_run_folders
+from prednet_keras.study import archive, stats
+from prednet_keras.study.stats import comparisons
+from prednet_keras.study.report.run_records import Run, find_run_folders
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = ROOT / "docs" / "study"

@@ -26,7 +26,8 @@ from click.testing import CliRunner  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from prednet_keras.cli.study import main as study_cli  # noqa: E402
-from prednet_keras.study import one_run, ray_executor, runner  # noqa: E402
+from prednet_keras.study import runner  # noqa: E402
+from prednet_keras.study.executors import one_run, ray_executor
 from prednet_keras.study.spec import parse_spec  # noqa: E402
 
 from .test_study_run import (  # noqa: E402
@@ -282,4 +283,4 @@ def test_ray_executor_refusals(spec_file, tmp_path, monkeypatch):
     package = Path(runner.__file__).parents[1]
     importing = re.compile(r"^\s*(import|from)\s+ray\b", re.MULTILINE)
     importers = sorted(str(p.relative_to(package)) for p in package.rglob("*.py") if importing.search(p.read_text()))
-    assert importers == ["study/ray_executor.py"]
+    assert importers == ["study/executors/ray_executor.py"]

@@ -1,11 +1,11 @@
-"""prednet-train --repeat's audit (study/repeats.py) on real run folders: the study's determinism audit
+"""prednet-train --repeat's audit (study/report/repeats.py) on real run folders: the study's determinism audit
 decides, one repeat differing in one loss is caught, repeat.json says which."""
 
 import json
 import shutil
 from pathlib import Path
 
-from prednet_keras.study.repeats import audit_repeats
+from prednet_keras.study.report.repeats import audit_repeats
 
 RUN = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "h200-perf-2026-12-04" / "quality-float32"
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from prednet_keras.cli.study import main
 from prednet_keras.session import folder as run_folders
-from prednet_keras.study import configurations
+from prednet_keras.study.report import configurations
 from prednet_keras.study import report as study_report
 from prednet_keras.study.report import ReportOptions, build_report, make_report
 
@@ -325,7 +325,7 @@ def test_cli(machines, tmp_path):
 
 
 def test_unrolling_the_loop_does_not_split_a_protocol():
-    from prednet_keras.study.configurations import protocol_identity
+    from prednet_keras.study.report.configurations import protocol_identity
 
     model = {"name": "prednet", "layer": "prednet_keras.layers.lotter.PredNet", "kwargs": {"stack_sizes": [3, 4]}}
     before = {"model": model, "schedule": {"epochs": 2}, "data": {"train": {"checksum": "sha256:1"}}}
@@ -336,7 +336,7 @@ def test_unrolling_the_loop_does_not_split_a_protocol():
 
 
 def test_augmented_runs_are_another_protocol_and_unaugmented_ones_are_not():
-    from prednet_keras.study.configurations import protocol_identity
+    from prednet_keras.study.report.configurations import protocol_identity
 
     model = {"name": "prednet", "layer": "prednet_keras.layers.lotter.PredNet", "kwargs": {"stack_sizes": [3, 4]}}
     before = {"model": model, "schedule": {"epochs": 2}, "data": {"train": {"checksum": "sha256:1"}}}
@@ -350,8 +350,8 @@ def test_augmented_runs_are_another_protocol_and_unaugmented_ones_are_not():
 
 
 def test_repeats_with_other_weights_but_the_same_metric_say_so():
-    from prednet_keras.study import determinism_audit
-    from prednet_keras.study.report_wording import determinism_cell
+    from prednet_keras.study.stats import determinism_audit
+    from prednet_keras.study.report.wording import determinism_cell
 
     audit = determinism_audit.determinism_audit(
         [{"seed": 0, "weights_checksum": "a", "curve_checksum": "x", "metric": 0.25},

@@ -1,4 +1,4 @@
-"""Pairs of one seed's runs compared through their large files (study/seed_pairs.py): prediction
+"""Pairs of one seed's runs compared through their large files (study/report/seed_pairs.py): prediction
 disagreement, weight distance over training, the first update whose loss differs."""
 
 import json
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from prednet_keras.session.records import RUN_FORMAT
-from prednet_keras.study.seed_pairs import PairsError, compare_runs, pairs_file, read_seed_pairs, write_seed_pairs
+from prednet_keras.study.report.seed_pairs import PairsError, compare_runs, pairs_file, read_seed_pairs, write_seed_pairs
 from prednet_keras.study.spec import parse_spec
 
 

@@ -354,7 +354,7 @@ def test_the_study_windows_unroll_is_one_train_option_recorded_rolled_before_it_
 def test_every_option_a_spec_can_set_has_a_rule():
     # The door types every key (spec_rules); an option added to a config class needs its rule there too.
     from prednet_keras.runtime import RuntimeConfig
-    from prednet_keras.study import spec_rules
+    from prednet_keras.study.spec import rules as spec_rules
     from prednet_keras.study.report import ReportOptions
     from prednet_keras.model_kinds.study_config import StudyConfig
     from prednet_keras.recipe import TrainConfig

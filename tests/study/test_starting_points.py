@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from prednet_keras.study import starting_points
+from prednet_keras.study.executors import starting_points
 from prednet_keras.study.spec import PlannedRun, load_spec
-from prednet_keras.study.starting_points import StartingPointError, StartingPoints
+from prednet_keras.study.executors.starting_points import StartingPointError, StartingPoints
 
 SPEC = """
 name = "tiny"

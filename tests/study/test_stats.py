@@ -6,14 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from prednet_keras.study import (
-    comparisons,
-    curve_tests,
-    determinism_audit,
-    divergence,
-    power,
-    stats,
-)
+from prednet_keras.study import stats
+from prednet_keras.study.stats import comparisons, curve_tests, determinism_audit, divergence, power
 
 
 def _pair(seed, n_a, n_b, shift=0.0, sd_b=1.0):

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prednet_keras.study import comparisons, curve_tests, power, stats
+from prednet_keras.study import stats
+from prednet_keras.study.stats import comparisons, curve_tests, power
 
 from .close import assert_close
 

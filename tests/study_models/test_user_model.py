@@ -16,7 +16,7 @@ from prednet_keras import model_kinds
 from prednet_keras.model_kinds.user import UserModelError
 from prednet_keras.cli.eval import main as eval_main
 from prednet_keras.cli.train import main as train_main
-from prednet_keras.study import spec_rules
+from prednet_keras.study.spec import rules as spec_rules
 from prednet_keras.study.spec import SpecError, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]

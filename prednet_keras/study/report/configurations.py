@@ -4,19 +4,29 @@ A protocol is what was trained and how (model, schedule, data checksums, the
 study's protocol record); a configuration is the runtime asked for, any extra
 arm factors, and the machine and software (docs/study-statistics.md,
 "Grouping: protocols and configurations"). Manifests in, identities, labels and
-names out.
+names out. Which factor makes which is study/factors.py's table (STUDY_FACTORS): every maker here takes
+`factors=STUDY_FACTORS`.
 """
 
 import hashlib
 import json
 import math
-import re
 
-from prednet_keras import backends
-from prednet_keras.session.records import Fingerprint, Manifest
+from prednet_keras.session.records import Fingerprint, Manifest, Study
+from prednet_keras.study.factors import (
+    STUDY_FACTORS,
+    StudyFactor,
+    describe_precision,
+    label_order,
+    machine_name,
+    name_part,
+    slug,
+    words,
+)
 
 __all__ = [
     "SETTINGS",
+    "arm_settings",
     "canonical",
     "configuration_settings",
     "describe_precision",
@@ -28,9 +38,9 @@ __all__ = [
     "run_sort_key",
 ]
 
-# The runtime fields that make a configuration (RuntimeConfig's, less `strict`,
-# which only decides whether a missing switch is an error).
-SETTINGS = ("backend", "device", "threads", "interop_threads", "deterministic", "cudnn", "tf32", "onednn", "xla")
+# The runtime switches every configuration names (the first studies'; those added since are named only where a
+# run set them): factors.py's table says which.
+SETTINGS = tuple(f.name for f in STUDY_FACTORS if "runtime" in f.records and f.named_always)
 
 
 def canonical(obj):
@@ -38,37 +48,66 @@ def canonical(obj):
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def configuration_settings(requested, effective):
+def configuration_settings(requested, effective, factors=STUDY_FACTORS):
     """The runtime settings that define a configuration.
 
     The requested values are used: they are what the study varies, and the
     worker refuses to train when one did not take effect. A setting left to
     the backend's default (None) stays None; its effective value is shown in
     the report and is a function of the machine and software, which are part
-    of the configuration too.
+    of the configuration too. A switch added since the first studies is named
+    only where a run set it (factors.StudyFactor.named_always), so that
+    earlier configurations keep their identity and labels.
 
     Args:
         requested: manifest runtime.requested.
         effective: manifest runtime.effective (used only without a request).
+        factors: the study factors (their comparable runtime switches are read).
     """
     source = requested or {}
     out = {}
-    for key in SETTINGS:
-        value = source.get(key)
-        if not source and key in ("backend", "device", "deterministic"):
-            value = effective.get(key)
-        out[key] = value
-    # Left out at float32 (and in manifests from before the option), so that earlier
-    # configurations keep their identity and labels; named when it differs.
-    if source.get("precision") not in (None, "float32"):
-        out["precision"] = source["precision"]
-    if source.get("autotune") is not None:  # likewise: named only where a run set it
-        out["autotune"] = source["autotune"]
-    # gpu:0 and gpu:1 of one machine are the same kind of device; which model
-    # it is goes into the machine identity.
-    if isinstance(out["device"], str):
-        out["device"] = "gpu" if out["device"].split(":")[0] in ("gpu", "cuda") else out["device"].split(":")[0]
+    for factor in factors:
+        if not factor.comparable or "runtime" not in factor.records:
+            continue
+        value = source.get(factor.name)
+        if not source and factor.unrequested_from_effective:
+            value = effective.get(factor.name)
+        if factor.is_named(value):
+            out[factor.name] = factor.value_kept(value)
     return out
+
+
+def arm_settings(manifest, factors=STUDY_FACTORS):
+    """What defines a run's configuration: its runtime settings (configuration_settings), every other comparable
+    factor of `factors` where its records hold it, then the arm factors the study recorded (study.settings,
+    e.g. a training-code switch such as emulate_cpu_aliasing) in their names' order.
+
+    Args:
+        manifest: the run's manifest (a records.Manifest or its dict).
+        factors: the study factors.
+    """
+    manifest = Manifest.coerce(manifest)
+    runtime = manifest.runtime
+    requested = runtime.requested.to_dict() if runtime and runtime.requested else {}
+    effective = runtime.effective.to_dict() if runtime and runtime.effective else {}
+    out = configuration_settings(requested, effective, factors)
+    records = _records(manifest)
+    for factor in factors:
+        if factor.comparable and "runtime" not in factor.records:
+            found = [records[r] for r in factor.records if factor.name in records[r]]
+            value = found[0][factor.name] if found else None
+            if found and factor.is_named(value):
+                out[factor.name] = factor.value_kept(value)
+    for key, value in sorted(records["study"].items()):
+        out.setdefault(str(key), value)
+    return out
+
+
+def _records(manifest):
+    """{record name: dict} of the manifest's records a factor may be read from (factors.RECORDS but runtime)."""
+    study = manifest.study or Study()
+    return {"study": study.settings or {}, "model": manifest.model or {}, "schedule": manifest.schedule or {},
+            "options": manifest.options.to_dict() if manifest.options else {}}
 
 
 def _gpu_names(manifest, effective):
@@ -117,46 +156,33 @@ def machine_identity(manifest, settings):
     return out
 
 
-# Manifest parts that define what was trained; everything run-specific (seed,
-# paths, times, jit_compile, which follows the runtime) is left out.
-_MODEL_KEYS = ("name", "layer", "kwargs", "frame_shape", "nt", "layer_loss_weights", "time_loss_weights")
-_SCHEDULE_KEYS = ("epochs", "steps_per_epoch", "batch_size", "optimizer", "lr", "lr_drop_epoch", "lr_after_drop",
-                  "loss", "monitor")
-_OPTION_KEYS = ("model", "stack_sizes", "r_stack_sizes", "filter_size", "nt", "batch_size", "epochs",
-                "steps_per_epoch", "lr", "lr_drop_epoch", "lr_drop_factor", "layer_loss", "val_sequences",
-                "val_fraction", "size")
-
-
-def protocol_identity(manifest):
+def protocol_identity(manifest, factors=STUDY_FACTORS):
     """What was trained and how: runs compared with each other must agree on it.
 
     Args:
         manifest: the run's manifest (a records.Manifest or its dict).
+        factors: the study factors; those that are not comparable make the protocol.
 
     Returns:
-        dict: protocol (the study's record, if any), model, schedule (from the
-        manifest, or from options for a run that never started) and data
+        dict: protocol (the study's record, if any), model and schedule (from the
+        manifest, or options for a run that never started), each with the
+        factors recorded there, any factor named only where set, and data
         (checksum per split).
     """
     manifest = Manifest.coerce(manifest)
-    model = manifest.model or {}
-    schedule = manifest.schedule or {}
-    options = manifest.options.to_dict() if manifest.options else {}
+    records = _records(manifest)
+    sections = ("model", "schedule") if records["model"] or records["schedule"] else ("options",)
+    protocol = [f for f in factors if not f.comparable]
     out = {"protocol": manifest.protocol}
-    if model or schedule:
-        out["model"] = {k: model.get(k) for k in _MODEL_KEYS}
-        if isinstance(out["model"]["kwargs"], dict):
-            # Unrolling changes how the time loop is computed, not what is trained
-            # (like --xla), and runs recorded before the option have no such key.
-            out["model"]["kwargs"] = {k: v for k, v in out["model"]["kwargs"].items() if k != "unroll"}
-        out["schedule"] = {k: schedule.get(k) for k in _SCHEDULE_KEYS}
-    else:
-        out["options"] = {k: options.get(k) for k in _OPTION_KEYS}
-    # Augmented data is another protocol; runs without augmentation (and those
-    # recorded before the option existed) carry no key, so they stay one protocol.
-    augment = schedule.get("augment") if (model or schedule) else options.get("augment")
-    if augment:
-        out["augment"] = list(augment)
+    for section in sections:
+        record = records[section]
+        out[section] = {f.name: f.value_kept(record.get(f.name)) for f in protocol
+                        if f.named_always and section in f.records}
+    for factor in protocol:
+        if not factor.named_always:
+            value = next((records[s].get(factor.name) for s in sections if s in factor.records), None)
+            if factor.is_named(value):
+                out[factor.name] = factor.value_kept(value)
     out["data"] = {split: (info or {}).get("checksum") for split, info in sorted((manifest.data or {}).items())}
     return out
 
@@ -164,98 +190,41 @@ def protocol_identity(manifest):
 # -------------------------------------------------------------- configurations
 
 
-def _on_off(value):
-    return "on" if value else "off"
-
-
-def _machine_name(settings, machine):
-    """The device a configuration ran on: its GPU models, else its CPU model."""
-    return ", ".join(machine.get("gpu") or []) if settings.get("device") == "gpu" else machine.get("cpu")
-
-
-def describe_precision(settings, effective):
-    """What float32 convolutions and matrix products ran in, from the effective settings.
-
-    A device, a library and a precision change together when a CPU run is
-    compared with a GPU run: JAX and PyTorch use TF32 on NVIDIA GPUs by
-    default, which no CPU has, so the label says it.
-
-    Args:
-        settings: configuration_settings (the requested tf32 is None for the default).
-        effective: manifest runtime.effective (tf32, tf32_applies).
-    """
-    if settings.get("precision") == "mixed_bfloat16":
-        return "bfloat16 convolutions (mixed_bfloat16)"
-    if settings.get("device") != "gpu" or effective.get("tf32_applies") is False:
-        return "float32"
-    tf32 = effective.get("tf32", settings.get("tf32"))
-    default = " (default)" if settings.get("tf32") is None else ""
-    if tf32 is True:
-        return "TF32 on" + default
-    if tf32 is False:
-        return "TF32 off" + default
-    if isinstance(tf32, str) and "conv True" in tf32 and "matmul False" in tf32:
-        return "TF32 convolutions" + default
-    return f"TF32 {tf32 if tf32 is not None else 'unknown'}" + default
-
-
-def describe_settings(settings, machine, effective=None):
+def describe_settings(settings, machine, effective=None, factors=STUDY_FACTORS):
     """A one-line human label of a configuration: library, device, switches, precision, machine.
 
     Args:
         settings: configuration_settings.
         machine: machine_identity.
         effective: manifest runtime.effective of one of its runs (for the precision).
+        factors: the study factors, whose words make the label (factors.label_order).
     """
-    backend = settings.get("backend")
-    known = backends.find(backend)
-    library = known.display_name if known is not None else str(backend or "?")
-    if machine.get("backend_version"):
-        library += f" {machine['backend_version']}"
-    where = _machine_name(settings, machine)
-    parts = [library, f"{str(settings.get('device') or '?').upper()} ({where or 'unknown machine'})"]
-    threads = settings.get("threads")
-    if threads is not None:
-        parts.append(f"{threads} thread{'s' if threads != 1 else ''}")
-    if settings.get("interop_threads") is not None:
-        parts.append(f"interop {settings['interop_threads']}")
-    if settings.get("deterministic"):
-        parts.append("deterministic")
-    if settings.get("cudnn") is False:
-        parts.append("cuDNN off")
-    parts.append(describe_precision(settings, effective or {}))
-    for key, name in (("onednn", "oneDNN"), ("autotune", "autotuning"), ("xla", "XLA")):
-        if settings.get(key) is not None:
-            parts.append(f"{name} {_on_off(settings[key])}")
-    parts += [f"{key}={value}" for key, value in settings.items() if key not in SETTINGS + ("precision", "autotune")]
+    effective = effective or {}
+    parts = []
+    comparable = label_order(factors)
+    for factor in comparable:
+        if factor.named_always or factor.name in settings:
+            part = words(factor, settings.get(factor.name), settings, machine, effective)
+            if part is not None:
+                parts.append(part)
+    # An arm factor no table declares (read from study.settings) gets the generic words, last.
+    known = {factor.name for factor in comparable}
+    parts += [f"{key}={value}" for key, value in settings.items() if key not in known]
     return ", ".join(parts)
 
 
-def _slug(text):
-    return re.sub(r"[^a-z0-9.]+", "-", str(text).lower()).strip("-")
-
-
-def _generated_name(settings, varying):
-    """A configuration name from its settings, for runs that carry none (or several): the
-    backend and device, and the settings in which the unnamed configurations differ."""
-    parts = [str(settings.get("backend") or "unknown"), str(settings.get("device") or "unknown")]
-    threads = settings.get("threads")
-    if threads is not None and "threads" in varying:
-        parts.append(f"{threads}-thread{'s' if threads != 1 else ''}")
-    if settings.get("interop_threads") is not None and "interop_threads" in varying:
-        parts.append(f"interop-{settings['interop_threads']}")
-    if settings.get("deterministic") and "deterministic" in varying:
-        parts.append("deterministic")
-    if settings.get("cudnn") is False and "cudnn" in varying:
-        parts.append("no-cudnn")
-    for key in ("tf32", "onednn", "xla"):
-        if settings.get(key) is not None and key in varying:
-            parts.append(key if settings[key] else f"no-{key}")
-    for key in sorted(k for k in settings if k not in SETTINGS and k in varying):
-        value = settings[key]
-        parts.append(_slug(key) if value is True else f"no-{_slug(key)}" if value is False else
-                     f"{_slug(key)}-{_slug(value)}")
-    return "-".join(parts)
+def _generated_name(settings, varying, factors=STUDY_FACTORS):
+    """A configuration name from its settings, for runs that carry none (or several): the factors named always
+    (the backend and device whatever they are, the others where the unnamed configurations differ in them), then
+    the rest where they differ, by name."""
+    always = [f for f in factors if f.comparable and f.named_always]
+    parts = [name_part(f, settings.get(f.name), f.name in varying) for f in always]
+    by_name = {f.name: f for f in factors}
+    named = {f.name for f in always}
+    for key in sorted(k for k in settings if k not in named and k in varying):
+        # An arm factor no table declares (read from study.settings) gets the generic words.
+        parts.append(name_part(by_name.get(key) or StudyFactor(key, True), settings[key], True))
+    return "-".join(part for part in parts if part is not None)
 
 
 def _clashes(records, field):
@@ -284,12 +253,12 @@ def _name_configurations(records):
     varying = {key for key in {k for r in unnamed for k in r["settings"]}
                if len({canonical(r["settings"].get(key)) for r in unnamed}) > 1}
     for record in unnamed:
-        record["id"] = _generated_name(record["settings"], varying)
+        record["id"] = _generated_name(record["settings"], varying, record["runs"][0].factors)
     for name, same in _clashes(records, "id"):
         # Same settings on other hardware or software: the machine tells them apart.
         for record in same:
-            where = _machine_name(record["settings"], record["machine"])
-            record["id"] = f"{name}@{_slug(where or 'unknown')[:24]}"
+            where = machine_name(record["settings"], record["machine"])
+            record["id"] = f"{name}@{slug(where or 'unknown')[:24]}"
     final = {}
     for record in sorted(records, key=lambda r: (r["id"], r["label"], r["key"])):
         if record["id"] in final:
@@ -312,7 +281,7 @@ def group_configurations(runs):
         names = sorted({r.name_hint for r in members if r.name_hint})
         records.append({
             "key": key,
-            "label": describe_settings(first.settings, first.machine, first.effective),
+            "label": describe_settings(first.settings, first.machine, first.effective, first.factors),
             "names": names,
             "name": names[0] if len(names) == 1 else None,
             "settings": first.settings,

@@ -38,17 +38,18 @@ import numpy as np
 from prednet_keras.diskwrite import atomic_write, atomic_write_json
 from prednet_keras.session import folder as run_folders
 from prednet_keras.study import archive
-from prednet_keras.study.comparisons import compare_configurations
-from prednet_keras.study.configurations import (
+from prednet_keras.study.stats.comparisons import compare_configurations
+from prednet_keras.study.report.configurations import (
     group_configurations,
     protocol_differences,
     run_sort_key,
 )
-from prednet_keras.study.determinism_audit import determinism_audit
-from prednet_keras.study.report_curves import curve_section, divergence_section
-from prednet_keras.study.report_markdown import render_markdown
-from prednet_keras.study.report_wording import answer
-from prednet_keras.study.run_records import curve_checksum, find_run_folders, load_run
+from prednet_keras.study.stats.determinism_audit import determinism_audit
+from prednet_keras.study.factors import STUDY_FACTORS
+from prednet_keras.study.report.curves import curve_section, divergence_section
+from prednet_keras.study.report.markdown import render_markdown
+from prednet_keras.study.report.wording import answer
+from prednet_keras.study.report.run_records import curve_checksum, find_run_folders, load_run
 from prednet_keras.study.stats import ALPHA, MARGIN_SD, PERMUTATIONS, POWER, describe
 
 # answer, curve_checksum, find_run_folders, load_run and render_markdown live in the modules named above;
@@ -140,7 +141,7 @@ def _default_metric(runs):
     return "final_loss", "result.final_loss (the last epoch's mean training loss; choose another with --metric)"
 
 
-def build_report(dirs, options=None):
+def build_report(dirs, options=None, factors=STUDY_FACTORS):
     """Reads the run folders under `dirs` and computes the whole report.
 
     Args:
@@ -148,6 +149,8 @@ def build_report(dirs, options=None):
             tar archives of them (a packed study's runs.tar.xz), read in a
             temporary folder that is removed before this returns.
         options: ReportOptions (defaults if None).
+        factors: the study factors (factors.STUDY_FACTORS): which make a configuration, compared within a
+            protocol, and which the protocol.
 
     Returns:
         (report, context): report is the JSON-ready dict written to
@@ -156,7 +159,7 @@ def build_report(dirs, options=None):
     options = options or ReportOptions()
     options.validate()
     with contextlib.ExitStack() as stack:
-        return _build_report(dirs, options, stack)
+        return _build_report(dirs, options, stack, factors)
 
 
 def _input_folders(source, stack, warnings):
@@ -181,7 +184,7 @@ def _input_folders(source, stack, warnings):
     raise FileNotFoundError(f"No such folder or archive: {source}")
 
 
-def _build_report(dirs, options, stack):
+def _build_report(dirs, options, stack, factors):
     warnings = []
     excluded = []
     loaded = []
@@ -201,7 +204,7 @@ def _build_report(dirs, options, stack):
             continue
         seen[digest] = where
         try:
-            run = load_run(path, source, where)
+            run = load_run(path, source, where, factors)
         except (run_folders.RunFolderError, ValueError, KeyError) as error:
             excluded.append({"path": where, "reason": f"unreadable ({error})"})
             continue
@@ -442,7 +445,7 @@ def make_report(dirs, output, options=None, overwrite=False):
     output.mkdir(parents=True, exist_ok=True)
     files = []
     if options.plots:
-        from prednet_keras.study import plots
+        from prednet_keras.study.report import plots
 
         several = len(context["protocols"]) > 1
         for section, ctx in zip(report["protocols"], context["protocols"]):

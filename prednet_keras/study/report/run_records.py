@@ -16,12 +16,8 @@ import numpy as np
 
 from prednet_keras.session import folder as run_folders
 from prednet_keras.session.records import Manifest, Study
-from prednet_keras.study.configurations import (
-    canonical,
-    configuration_settings,
-    machine_identity,
-    protocol_identity,
-)
+from prednet_keras.study.report.configurations import arm_settings, canonical, machine_identity, protocol_identity
+from prednet_keras.study.factors import STUDY_FACTORS
 
 __all__ = ["TRAJECTORY", "Run", "curve_checksum", "find_run_folders", "load_run", "weights_file_checksum"]
 
@@ -111,6 +107,7 @@ class Run:
         source: the folder or archive (given on the command line) it was found under.
         where: how the report names the run: its path, or ARCHIVE:MEMBER for a
             run read from an archive (`path` is then in a temporary folder).
+        factors: the study factors its configuration and protocol are made of (factors.STUDY_FACTORS).
     """
 
     path: Path
@@ -118,6 +115,7 @@ class Run:
     history: list
     source: str = ""
     where: str = ""
+    factors: tuple = dataclasses.field(default=STUDY_FACTORS, repr=False)
 
     def __post_init__(self):
         self.where = self.where or str(self.path)
@@ -132,13 +130,11 @@ class Run:
         self.replicate = study.replicate
         self.perturbation = study.perturbation
         self.name_hint = study.configuration
-        self.settings = configuration_settings(self.requested, self.effective)
-        # Factors of an arm that are not runtime settings (e.g. a training-code
-        # switch such as emulate_cpu_aliasing): configuration, not protocol.
-        for key, value in sorted((study.settings or {}).items()):
-            self.settings.setdefault(str(key), value)
+        # The runtime settings and the other factors under test (e.g. a training-code switch such as
+        # emulate_cpu_aliasing): configuration, not protocol.
+        self.settings = arm_settings(m, self.factors)
         self.machine = machine_identity(m, self.settings)
-        self.protocol = protocol_identity(m)
+        self.protocol = protocol_identity(m, self.factors)
         self.hostname = ((m.fingerprint.os if m.fingerprint else None) or {}).get("hostname")
         self.config_key = canonical({"settings": self.settings, "machine": self.machine})
         self.protocol_key = canonical(self.protocol)
@@ -223,13 +219,14 @@ class Run:
         return steps, values
 
 
-def load_run(path, source="", where=""):
+def load_run(path, source="", where="", factors=STUDY_FACTORS):
     """Reads one run folder.
 
     Args:
         path: the run folder.
         source: the folder or archive it was found under (recorded in the report).
         where: the name the report gives the run (default: its path).
+        factors: the study factors (Run.factors).
     """
     folder = run_folders.RunFolder(path)
-    return Run(Path(path), folder.read_manifest(), folder.read_history(), str(source), str(where))
+    return Run(Path(path), folder.read_manifest(), folder.read_history(), str(source), str(where), factors)

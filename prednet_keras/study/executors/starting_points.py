@@ -10,7 +10,7 @@
                                (`starting_point.nudge_by_ulp`)
 
 They are made in a child process on the CPU (`python -m
-prednet_keras.study.starting_points -`, the request on stdin), so the process running the
+prednet_keras.study.executors.starting_points -`, the request on stdin), so the process running the
 study never initialises a GPU; the backend is the study process's default (the
 numbers do not depend on it). The child writes the seeds in ascending order
 while the study's runs start: `start` returns at once, and a run waits only for
@@ -210,7 +210,7 @@ def _start_child(spec, study_dir, seeds, nudged, backend):
     # stderr goes to a file, not a pipe: nobody reads it while the child runs, and a full pipe would stop it.
     stderr = tempfile.TemporaryFile()
     try:
-        process = childproc.start(["-m", "prednet_keras.study.starting_points", "-"], config,
+        process = childproc.start(["-m", "prednet_keras.study.executors.starting_points", "-"], config,
                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr)
     except BaseException:
         stderr.close()

@@ -25,7 +25,7 @@ import time
 
 from prednet_keras.runtime import compile_cache
 from prednet_keras.session import folder as run_folders
-from prednet_keras.study.one_run import LOG, finish_run, prepare_run
+from prednet_keras.study.executors.one_run import LOG, finish_run, prepare_run
 
 __all__ = ["LocalExecutor"]
 

@@ -8,8 +8,8 @@ and its loss curve, the outcome written to OUTPUT/repeat.json.
 import os
 
 from prednet_keras.diskwrite import atomic_write_json
-from prednet_keras.study.determinism_audit import determinism_audit
-from prednet_keras.study.run_records import load_run
+from prednet_keras.study.stats.determinism_audit import determinism_audit
+from prednet_keras.study.report.run_records import load_run
 
 __all__ = ["REPEAT_FILE", "audit_repeats"]
 

@@ -13,7 +13,7 @@ Arrays of per-seed metrics in, JSON-ready dicts out (docs/study-statistics.md,
 import itertools
 import math
 
-from prednet_keras.study.power import (
+from prednet_keras.study.stats.power import (
     MAX_SEEDS,
     power_difference,
     power_equivalence,

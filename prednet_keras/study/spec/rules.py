@@ -18,6 +18,7 @@ import re
 
 from prednet_keras import model_kinds
 from prednet_keras.runtime.options import RUNTIME_OPTIONS
+from prednet_keras.study.factors import STUDY_FACTORS, arm_factors
 from prednet_keras.value_rules import (  # noqa: F401 (the rules are this module's API too)
     NAME,
     NAME_RULE,
@@ -144,7 +145,8 @@ REPORT_RULES = {
     "curve_test": Choice(("maxt", "holm")),
 }
 
-# [train] and the configurations' arm factors: each model kind says its own (model_kinds/).
+# [train] and the configurations' arm factors: each model kind says its own (model_kinds/); the study's table of
+# factors (factors.py) says which training options are arm factors.
 
 
 def train_rules(model):
@@ -152,6 +154,9 @@ def train_rules(model):
     return model_kinds.get(model).train_rules()
 
 
-def factor_rules(model):
-    """{factor: rule} of the arm factors a configuration of `model` may set."""
-    return model_kinds.get(model).factor_rules()
+def factor_rules(model, factors=STUDY_FACTORS):
+    """{factor: rule} of the arm factors a configuration of `model` may set (factors.arm_factors: the kind's, and
+    any comparable factor of the study's `factors` that is one of its training options, by its [train] rule)."""
+    arms = arm_factors(model_kinds.get(model), factors)
+    rules = train_rules(model) if any(f.values is None for f in arms.values()) else {}
+    return {name: f.values if f.values is not None else rules[name] for name, f in arms.items()}

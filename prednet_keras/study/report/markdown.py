@@ -2,7 +2,7 @@
 
 import json
 
-from prednet_keras.study.report_wording import (
+from prednet_keras.study.report.wording import (
     answer,
     determinism_cell,
     interval,

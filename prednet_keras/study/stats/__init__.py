@@ -10,7 +10,7 @@ their references are in docs/study-statistics.md:
   in spread), Hedges' g, and TOST for equivalence within a margin;
 - a family of p-values: Holm's adjustment.
 
-The other statistics of the study, each in its own module: power.py (power
+The other statistics of the study, each in its own module of this package: power.py (power
 and seeds needed), comparisons.py (every pair of configurations, Holm across
 pairs, the verdicts), determinism_audit.py (bit-identical repeats),
 curve_tests.py (whole loss curves at checkpoints) and divergence.py (distance

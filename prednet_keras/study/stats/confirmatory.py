@@ -27,7 +27,7 @@ import re
 
 import numpy as np
 
-from prednet_keras.study.power import seeds_needed_equivalence
+from prednet_keras.study.stats.power import seeds_needed_equivalence
 from prednet_keras.study.stats import holm, paired_test, safe_ratio, tost_paired
 
 __all__ = [

@@ -15,7 +15,8 @@ import shutil
 from pathlib import Path
 
 from prednet_keras.session import folder as run_folders
-from prednet_keras.study import archive, starting_points
+from prednet_keras.study import archive
+from prednet_keras.study.executors import starting_points
 
 __all__ = ["LOG", "PARTIAL", "RUNS", "RunOutcome", "finish_run", "make_partial", "partial_folder", "prepare_run",
            "run_folder", "run_manifest"]

@@ -52,7 +52,7 @@ but not `replicate_seeds` replicates the top-level `replicate_seeds` (every
 seed when there are none); one whose `replicates` is 1 replicates no seed.
 
 Every key of every table is checked when the spec is read, before anything
-is planned or trained: its type, its range and a cap (spec_rules.py says
+is planned or trained: its type, its range and a cap (spec/rules.py says
 each one and why). Names (the study's, the configurations') follow one
 rule: 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or
 digit. A spec that breaks a rule is refused with the file, the table and
@@ -72,14 +72,16 @@ from pathlib import Path
 
 from prednet_keras import model_kinds
 from prednet_keras.model_kinds.study_config import names_a_file
-from prednet_keras.study import spec_rules
-from prednet_keras.study.spec_rules import RuleError
+from prednet_keras.study.spec import rules as spec_rules
+from prednet_keras.study.factors import STUDY_FACTORS, arm_factors
+from prednet_keras.study.spec.rules import RuleError
 
 __all__ = ["ARM_FACTORS", "PLAN_KEYS", "Plan", "PlannedRun", "SpecError", "StudySpec", "load_spec", "parse_spec",
            "ready_specs", "resolve_spec_path", "seed_list"]
 
-# Training switches a configuration may set (per model kind): the study's own factors (model_kinds says them).
-ARM_FACTORS = {kind.name: tuple(kind.arm_factors) for kind in model_kinds.kinds()}
+# Training switches a configuration may set (per model kind): the study's own factors (factors.arm_factors: the
+# kind's, from model_kinds, and any comparable factor of the table that is one of the kind's training options).
+ARM_FACTORS = {kind.name: tuple(arm_factors(kind)) for kind in model_kinds.kinds()}
 RUNTIME_KEYS = tuple(spec_rules.RUNTIME_RULES)
 # Training options that identify a run rather than the protocol: set by the runner.
 RUNNER_OWNED = ("model", "seed", "init_weights")
@@ -88,7 +90,7 @@ REPORT_KEYS = tuple(spec_rules.REPORT_RULES)
 PLAN_KEYS = ("replicates", "replicate_seeds", "ulp_baseline")
 TOP_KEYS = tuple(spec_rules.TOP_RULES) + ("train", "runtime", "configurations", "report")
 # The specs shipped with the package: `prednet-study run quick`.
-READY_SPECS = Path(__file__).parent / "specs"
+READY_SPECS = Path(__file__).parent.parent / "specs"
 
 
 def ready_specs():
@@ -379,7 +381,7 @@ def _read_spec(path):
         raise SpecError(f"{path}: cannot read the spec (not UTF-8 text: {error}).") from None
 
 
-def parse_spec(data, default_name="study", base=None, check_paths=True):
+def parse_spec(data, default_name="study", base=None, check_paths=True, factors=STUDY_FACTORS):
     """A StudySpec from the spec's dict (what TOML gives).
 
     Args:
@@ -387,6 +389,7 @@ def parse_spec(data, default_name="study", base=None, check_paths=True):
         default_name: the study's name when the spec has none.
         base: folder that relative data / weights paths in [train] are relative to.
         check_paths: see load_spec.
+        factors: the study factors (factors.STUDY_FACTORS): which keys a configuration sets besides its runtime.
     """
     _check_keys(None, data, TOP_KEYS)
     for key, rule in spec_rules.TOP_RULES.items():
@@ -416,8 +419,9 @@ def parse_spec(data, default_name="study", base=None, check_paths=True):
     default_plan = Plan(replicates, None if replicate_seeds is None else tuple(replicate_seeds), ulp_baseline)
     plans = _plans(configurations_table, seeds, default_plan)
     _check_plan_size(seeds, plans)
-    train = _train_options(model, tables["train"], base, check_paths)
-    configurations = _configurations(model, configurations_table, tables["runtime"], plans)
+    arms = arm_factors(kind, factors)
+    train, arm_defaults = _train_options(model, tables["train"], base, check_paths, arms)
+    configurations = _configurations(model, configurations_table, tables["runtime"], plans, factors, arm_defaults)
     report = tables["report"]
     _check_keys("report", report, REPORT_KEYS)
     for key, value in report.items():
@@ -539,17 +543,18 @@ def seed_list(seeds, limit=10):
     return shown + (f", ... ({len(seeds)} seeds)" if len(seeds) > limit else "")
 
 
-def _train_options(model, table, base, check_paths=True):
-    """[train] checked key by key, then by the model's config class; returns its resolved dict."""
+def _train_options(model, table, base, check_paths, arms):
+    """[train] checked key by key, then by the model's config class; returns its resolved dict without the arm
+    factors (`arms`: factors.arm_factors), and their values there (each configuration's default)."""
     options = {key.replace("-", "_"): value for key, value in table.items()}
     owned = sorted(set(options) & set(RUNNER_OWNED))
     if owned:
         raise SpecError(f"[train] may not set {', '.join(owned)}: the study sets "
                         f"{'it' if len(owned) == 1 else 'them'} per run (use `model` and `seeds`).")
     kind = model_kinds.get(model)
-    factors = sorted(set(options) & set(kind.arm_factors))
-    if factors:
-        raise SpecError(f"[train] sets {', '.join(factors)}, an arm factor: set it per configuration "
+    set_here = sorted(set(options) & set(arms))
+    if set_here:
+        raise SpecError(f"[train] sets {', '.join(set_here)}, an arm factor: set it per configuration "
                         "(all alike is fine, but then it is not a factor).")
     cls = kind.config_class()
     known = {f.name for f in dataclasses.fields(cls)} - set(RUNNER_OWNED)
@@ -579,14 +584,14 @@ def _train_options(model, table, base, check_paths=True):
     for key in RUNNER_OWNED:
         resolved.pop(key, None)
     # The arm factors' values come from the configurations.
-    for key in kind.arm_factors:
-        resolved.pop(key, None)
-    return resolved
+    defaults = {key: resolved.pop(key, None) for key in arms}
+    return resolved, defaults
 
 
-def _configurations(model, table, defaults, plans):
+def _configurations(model, table, defaults, plans, factors, arm_defaults):
     """The Configurations of [configurations] (`plans`: theirs, from _plans, which checked the names and
-    tables), over the [runtime] `defaults`."""
+    tables), over the [runtime] `defaults`; the arm factors (factors.arm_factors of `factors`) default to
+    their StudyFactor's default, else to their value in [train] (`arm_defaults`)."""
     if not table:
         raise SpecError("the spec names no [configurations.NAME] table: a study needs at least one.")
     _check_keys("runtime", defaults, RUNTIME_KEYS)
@@ -595,14 +600,15 @@ def _configurations(model, table, defaults, plans):
     from prednet_keras.runtime import RuntimeConfig
 
     kind = model_kinds.get(model)
-    factor_rules = kind.factor_rules()
+    arms = arm_factors(kind, factors)
+    factor_rules = spec_rules.factor_rules(model, factors)
     out = []
     for name, values in table.items():
         place = f"configurations.{name}"
-        allowed = set(RUNTIME_KEYS) | set(kind.arm_factors) | set(PLAN_KEYS)
+        allowed = set(RUNTIME_KEYS) | set(arms) | set(PLAN_KEYS)
         unknown = sorted(set(values) - allowed)
         if unknown:
-            extra = f"; arm factors of {model}: {', '.join(kind.arm_factors)}" if kind.arm_factors else ""
+            extra = f"; arm factors of {model}: {', '.join(arms)}" if arms else ""
             raise SpecError(f"[{place}]: unknown key{'s' if len(unknown) > 1 else ''} "
                             f"{', '.join(spec_rules.shown(k)[1:-1] for k in unknown)} "
                             f"(runtime: {', '.join(RUNTIME_KEYS)}{extra}; plan: {', '.join(PLAN_KEYS)}).")
@@ -616,8 +622,9 @@ def _configurations(model, table, defaults, plans):
             raise SpecError(f"[{place}]: {error}") from None
         if config.precision != "float32" and not kind.precision_modes:
             raise SpecError(f"[{place}]: precision {config.precision} is for model prednet only.")
-        factors = kind.study_factors(values)
-        out.append(Configuration(name=name, runtime=config.to_dict(), factors=factors, plan=plans[name]))
+        arm = {key: values.get(key, f.default if f.default is not None else arm_defaults.get(key))
+               for key, f in arms.items()}
+        out.append(Configuration(name=name, runtime=config.to_dict(), factors=arm, plan=plans[name]))
     seen, folded = {}, {}
     for config in out:
         key = (tuple(sorted(config.runtime.items())), tuple(sorted(config.factors.items())))

@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 from prednet_keras.session import folder as run_folders
-from prednet_keras.study import one_run
+from prednet_keras.study.executors import one_run
 from prednet_keras.study.spec import SpecError
 
 __all__ = ["INSTALL_HINT", "RayConnectionError", "RayUnavailableError", "begin_attempt", "check_address",

@@ -1,6 +1,6 @@
 """The report in words: how numbers and p-values are printed, the one-sentence answer, a verdict's line.
 
-Report dicts in, text out; report_markdown.py puts the text into report.md,
+Report dicts in, text out; markdown.py puts the text into report.md,
 the command prints the answer.
 """
 

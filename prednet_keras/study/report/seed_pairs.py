@@ -28,8 +28,8 @@ import numpy as np
 
 from prednet_keras import diskwrite
 from prednet_keras.session.protocol_training import HELDOUT_PREDICTIONS
-from prednet_keras.study.divergence import normalised_distances
-from prednet_keras.study.run_records import load_run
+from prednet_keras.study.stats.divergence import normalised_distances
+from prednet_keras.study.report.run_records import load_run
 
 __all__ = ["FOLDER", "PairsError", "compare_runs", "pairs_file", "read_seed_pairs", "remove_runs",
            "write_seed_pairs"]

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from prednet_keras.diskwrite import atomic_write, atomic_write_json
 from prednet_keras.study import archive
-from prednet_keras.study.confirmatory import PlanError, analyse, plan_from_dict
+from prednet_keras.study.stats.confirmatory import PlanError, analyse, plan_from_dict
 from prednet_keras.study.report import code_used, output_folder
-from prednet_keras.study.report_wording import interval, number, p_value
-from prednet_keras.study.run_records import find_run_folders, load_run
+from prednet_keras.study.report.wording import interval, number, p_value
+from prednet_keras.study.report.run_records import find_run_folders, load_run
 
 __all__ = ["CONFIRMATORY_JSON", "CONFIRMATORY_MD", "CONFIRMATORY_PNG", "load_plan", "read_values",
            "render_markdown", "summary_lines", "write_confirmatory"]
@@ -317,7 +317,7 @@ def write_confirmatory(sources, plan_path, output, plot=True, overwrite=False):
     output.mkdir(parents=True, exist_ok=True)
     files = [CONFIRMATORY_JSON, CONFIRMATORY_MD]
     if plot:
-        from prednet_keras.study.plots import plot_log_ratios
+        from prednet_keras.study.report.plots import plot_log_ratios
 
         plot_log_ratios(_plot_panels(result), plan.margin, output / CONFIRMATORY_PNG, title=plan.title)
         result["plot"] = CONFIRMATORY_PNG

@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from prednet_keras.study.configurations import run_sort_key
-from prednet_keras.study.curve_tests import compare_curves
-from prednet_keras.study.divergence import rms_distance, summarize_curves
+from prednet_keras.study.report.configurations import run_sort_key
+from prednet_keras.study.stats.curve_tests import compare_curves
+from prednet_keras.study.stats.divergence import rms_distance, summarize_curves
 from prednet_keras.study.stats import holm
 
 __all__ = ["PLOT_BINS", "curve_section", "divergence_section"]
