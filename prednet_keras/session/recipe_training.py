@@ -17,8 +17,9 @@ What this module adds to it:
 Its pieces: the frames and the order of batches (`training_data`), the metric and
 the callbacks that record the run (`callbacks`).
 
-`run_training` runs in the training process (`prednet_keras.session.worker`), after
-`runtime.configure`; `TrainConfig` is also what the CLI validates before it
+The kind "prednet" states `protocol.RecipeProtocol` (it can resume); the one training session
+(`session.training`, in the training process, after `runtime.configure`) opens the run and
+calls `run_training` with it. `TrainConfig` is also what the CLI validates before it
 starts that process.
 """
 
@@ -31,7 +32,7 @@ import keras
 from prednet_keras.session import torch_compile
 from prednet_keras.runtime.distribution import batch_problem
 from prednet_keras.session.early_stopping import ResumableEarlyStopping
-from prednet_keras.session.bookkeeping import RunSession, now
+from prednet_keras.session.bookkeeping import now
 from prednet_keras.session.folder import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.memory_estimate import memory_problem
@@ -153,8 +154,8 @@ def check_best_model(folder, state):
                          "again with --overwrite.")
 
 
-def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_stop=None):
-    """Trains the run in `run_dir` from its last completed epoch (or from the start).
+def run_training(run, runtime_record=None, quiet=False, resume=None, should_stop=None):
+    """Trains the run the session `run` opened from its last completed epoch (or from the start).
 
     The manifest must hold "options" (a TrainConfig dict) and "runtime"
     ("requested"); this function fills in everything else.
@@ -165,7 +166,7 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     the folder as it was.
 
     Args:
-        run_dir: the run folder (as prednet-train creates it).
+        run: the bookkeeping.RunSession of the run folder (as prednet-train creates it).
         runtime_record: dict with "effective" settings and "fingerprint" of
             this process (from runtime.configure / runtime.fingerprint).
         quiet: one line per epoch instead of a progress bar.
@@ -180,7 +181,6 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     """
     from prednet_keras import starting_point
 
-    run = RunSession(run_dir)
     folder, manifest = run.folder, run.manifest
     options = dict(manifest["options"])
     recorded_epochs = options["epochs"]
