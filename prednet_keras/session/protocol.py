@@ -3,8 +3,9 @@
 A kind states its protocol as one object (`ModelKind.session_protocol`), in the spirit of a Keras model's
 `fit`: the session opens the run (`bookkeeping.RunSession`), the protocol trains in it, reporting every
 update and epoch through Keras callbacks (`callbacks`: under `fit` Keras calls them; a protocol that steps by
-itself calls the same methods, `on_train_begin` and `on_train_batch_end`, on the same kind of objects), and
-the session's records (the manifest, history.csv, loss.png) are written through the session.
+itself calls the same methods, `on_train_begin` and `on_train_batch_end`, on the same kind of objects), the
+session's own callbacks (`StopOnRequest`) after its own, and the session's records (the manifest,
+history.csv, loss.png) are written through the session.
 
 What differs between protocols is stated, not tested for:
 - `can_resume`: whether the protocol checkpoints every epoch, so that `prednet-train --resume` continues a
@@ -37,17 +38,18 @@ class TrainingProtocol:
         """Writes this process's runtime to the manifest before the session opens (default: nothing; the
         run's `run` records it with its session)."""
 
-    def run(self, session, kind, runtime_record=None, quiet=False, resume=None, should_stop=None):
+    def run(self, session, kind, callbacks=(), runtime_record=None, quiet=False, resume=None):
         """Trains the run of `kind` that `session` (a bookkeeping.RunSession) opened; returns the manifest's
         result.
 
         Args:
             session: the RunSession (manifest, history, timing, completion).
             kind: the run's model kind.
+            callbacks: the session's own Keras callbacks (stopping when asked), called after the protocol's
+                own at every step, as fit calls a callback list.
             runtime_record: {"effective", "fingerprint"} from runtime.configure.
             quiet: fewer progress lines.
             resume: the --resume record (only for a protocol that can resume).
-            should_stop: a function; True stops training at the next step with KeyboardInterrupt.
         """
         raise NotImplementedError
 
@@ -57,11 +59,11 @@ class RecipeProtocol(TrainingProtocol):
 
     can_resume = True
 
-    def run(self, session, kind, runtime_record=None, quiet=False, resume=None, should_stop=None):
+    def run(self, session, kind, callbacks=(), runtime_record=None, quiet=False, resume=None):
         from prednet_keras.session import recipe_training
 
         return recipe_training.run_training(session, runtime_record, quiet=quiet, resume=resume,
-                                            should_stop=should_stop)
+                                            session_callbacks=callbacks)
 
 
 class UpdateProtocol(TrainingProtocol):
@@ -78,7 +80,7 @@ class UpdateProtocol(TrainingProtocol):
             manifest.fingerprint = Fingerprint.from_dict(runtime_record["fingerprint"])
             folder.write_manifest(manifest)
 
-    def run(self, session, kind, runtime_record=None, quiet=False, resume=None, should_stop=None):
+    def run(self, session, kind, callbacks=(), runtime_record=None, quiet=False, resume=None):
         from prednet_keras.session import protocol_training
 
-        return protocol_training.run_protocol(session, kind, runtime_record, quiet=quiet)
+        return protocol_training.run_protocol(session, kind, runtime_record, quiet=quiet, session_callbacks=callbacks)

@@ -37,7 +37,7 @@ __all__ = ["HELDOUT_PREDICTIONS", "run_protocol"]
 HELDOUT_PREDICTIONS = "heldout_predictions.npz"
 
 
-def run_protocol(run, kind, runtime_record=None, quiet=False):
+def run_protocol(run, kind, runtime_record=None, quiet=False, session_callbacks=()):
     """Trains the run that the session `run` opened by `kind`'s protocol, from the start.
 
     Args:
@@ -45,6 +45,7 @@ def run_protocol(run, kind, runtime_record=None, quiet=False):
         kind: the run's model kind.
         runtime_record: {"effective", "fingerprint"} from runtime.configure.
         quiet: fewer progress lines.
+        session_callbacks: the session's Keras callbacks (StopOnRequest), called after each update's own.
 
     Returns:
         The manifest's `result` (the protocol's summary).
@@ -97,9 +98,10 @@ def run_protocol(run, kind, runtime_record=None, quiet=False):
     progress = UpdateProgress(label, total, every=max(1, total // (5 if quiet else 20)))
 
     print(f"Training {label}: {total:,} updates; backend {keras.backend.backend()}.", flush=True)
-    # In the order the hooks ran before they were callbacks: the row, the trajectory, the progress line.
+    # In the order the hooks ran before they were callbacks: the row, the trajectory, the progress line; then
+    # the session's (a stop asked for is honoured once the update is recorded).
     on_start, on_update = _callback_hooks([UpdateRows(history), TrajectorySnapshots(trajectory),
-                                           UpdateProgressLines(progress)])
+                                           UpdateProgressLines(progress), *session_callbacks])
 
     with run.timed(), history:
         result = kind.train(config, data, preset, initial_weights=initial_weights, on_update=on_update,

@@ -49,7 +49,6 @@ from prednet_keras.session.callbacks import (
     FirstCallAnnouncer,
     ProgressLogger,
     RunRecorder,
-    StopOnRequest,
     export_best,
 )
 from prednet_keras.session.training_data import EpochBatches, load_training_data, run_order_checksum
@@ -154,7 +153,7 @@ def check_best_model(folder, state):
                          "again with --overwrite.")
 
 
-def run_training(run, runtime_record=None, quiet=False, resume=None, should_stop=None):
+def run_training(run, runtime_record=None, quiet=False, resume=None, session_callbacks=()):
     """Trains the run the session `run` opened from its last completed epoch (or from the start).
 
     The manifest must hold "options" (a TrainConfig dict) and "runtime"
@@ -173,8 +172,8 @@ def run_training(run, runtime_record=None, quiet=False, resume=None, should_stop
         resume: for `prednet-train --resume`, a dict with "command", "time"
             and "epochs" (the new total, or None to keep the recorded one);
             recorded in the manifest once the run is verified.
-        should_stop: a function; when it returns True, training stops at the
-            next step with KeyboardInterrupt (see StopOnRequest).
+        session_callbacks: the session's Keras callbacks (StopOnRequest), called
+            last at every step.
 
     Returns:
         The manifest's "result" dict.
@@ -335,9 +334,8 @@ def run_training(run, runtime_record=None, quiet=False, resume=None, should_stop
         # After the recorder: the epoch that stops training is recorded in full first.
         early = ResumableEarlyStopping(config.patience, config.epochs, best, first_epoch)
         callbacks.insert(callbacks.index(recorder) + 1, early)
-    if should_stop is not None:
-        # Last: a stop asked for while an epoch ends takes effect once the epoch is recorded (interrupts.py).
-        callbacks.append(StopOnRequest(should_stop))
+    # Last: a stop asked for while an epoch ends takes effect once the epoch is recorded (interrupts.py).
+    callbacks.extend(session_callbacks)
     print(
         f"Training {config.model} ({model.count_params():,} parameters) on {len(sequences)} sequences of "
         f"{config.nt} frames {'x'.join(map(str, train_data.frame_shape))}, "

@@ -8,6 +8,11 @@ tiny runs share one framework import.
 
 import csv
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -18,6 +23,8 @@ from prednet_keras.session import training, worker
 from prednet_keras.session.history import HISTORY_FIELDS
 from prednet_keras.session.protocol import RecipeProtocol, UpdateProtocol
 from tests.train.conftest import TINY
+
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 TINY_MODEL = """
 from prednet_keras.examples.mnist_cnn import small_cnn
@@ -108,3 +115,43 @@ def test_every_protocol_trains_through_the_one_session(case, session_runs, tiny_
             sum(float(r["loss"]) for r in rows[-manifest["metric"]["count"]:]) / manifest["metric"]["count"])
         assert not (folder / "state.json").exists() and not (folder / "checkpoints").exists()
     assert any(line.startswith("Done: ") for line in lines), result.output
+
+
+def test_the_session_refuses_to_resume_a_protocol_without_checkpoints(tmp_path):
+    from prednet_keras.session.folder import RunFolder
+
+    folder = RunFolder(tmp_path / "run")
+    folder.path.mkdir()
+    folder.write_manifest({"options": {"model": "autoencoder"}})
+    before = folder.manifest_path.read_bytes()
+    with pytest.raises(ValueError, match=r"^--resume is not available for --model autoencoder: its protocol keeps "
+                                         r"no checkpoints; start the run again \(--overwrite replaces it\)\.$"):
+        training.train(folder.path, resume={"command": "prednet-train --resume", "epochs": None})
+    assert folder.manifest_path.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_protocol_run_at_once_and_says_how_to_start_it_again(tmp_path):
+    # A protocol counted in updates, interrupted after its first update: the session's stop reaches it as it
+    # reaches the recipe, and the worker says what a run without checkpoints can do.
+    folder = tmp_path / "ae"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPOSITORY), os.environ.get("PYTHONPATH", "")]),
+               TF_CPP_MIN_LOG_LEVEL="2")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "prednet_keras.cli.train", "--model", "autoencoder", "--autoencoder", "dense",
+         "--protocol", "quick", "--images", "100000", "-o", str(folder)],
+        cwd=REPOSITORY, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output = []
+    for line in process.stdout:
+        output.append(line)
+        if line.startswith("  first update done in"):
+            process.send_signal(signal.SIGINT)
+            break
+    output.append(process.stdout.read())
+    assert process.wait(timeout=120) == 130, "".join(output)
+    text = "".join(output)
+    assert (f"Interrupted; this model's protocol keeps no checkpoints, so start it again "
+            f"(prednet-train ... --overwrite --output {folder})." in text), text
+    # prednet-train then removes a new run that has nothing to keep (session.start).
+    assert f"(removed {folder}: the new run was interrupted before completing an epoch)" in text, text
+    assert not folder.exists()
