@@ -77,7 +77,7 @@ class ModelKind:
         arm_factors: {factor: default} training switches a study configuration may set (compared, so part
             of the configuration, not of [train]).
         accepts_chainer_npz: --init-weights may be a Chainer .npz/.model file.
-        history_columns: the columns of history.csv (protocol kinds).
+        history_columns: the columns of history.csv (a kind trained by an UpdateProtocol).
         bench: BenchDefaults, or None when prednet-bench does not measure this kind.
         predating_train_options: [train] options added after studies were run, with the value those runs had.
         evaluation: what prednet-eval scores of a run of this kind: "prediction" (next-frame prediction on
