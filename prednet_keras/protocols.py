@@ -164,7 +164,7 @@ class UpdateLog:
 
     Args:
         on_update: called with each record once it is made (history.csv, the trajectory and the
-            progress lines of `session.protocol_training`), or None.
+            progress lines of the training session: `session.protocol_training`), or None.
         checked: the fields that must be finite.
     """
 

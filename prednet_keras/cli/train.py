@@ -150,7 +150,7 @@ def _train_new(options):
     from prednet_keras.session.start import start_new_run
 
     kind = model_kinds.get(options["model"])
-    study = not kind.checkpoints
+    study = not kind.session_protocol.can_resume
     config = _study_config(options) if study else _checked_train_config(options)
     runtime_config = _runtime_config(options, None if study else config)
     schedule = None
@@ -231,7 +231,7 @@ def _check_combinations(ctx, options):
     explicit = dict(_explicit(ctx, options))
     model = options["model"]
     kind = model_kinds.get(model)
-    if not kind.checkpoints:
+    if not kind.session_protocol.can_resume:
         if options["resume"]:
             raise click.UsageError(
                 f"--resume is not available for --model {model}: its protocol keeps no checkpoints; "
@@ -254,7 +254,7 @@ def _check_combinations(ctx, options):
         refused = [name for name in STUDY_ONLY if name in explicit and name not in kind.options]
         if refused:
             flags = ", ".join("--" + n.replace("_", "-") for n in refused)
-            others = " or ".join(f"--model {k.name}" for k in model_kinds.kinds() if not k.checkpoints)
+            others = " or ".join(f"--model {k.name}" for k in model_kinds.kinds() if not k.session_protocol.can_resume)
             raise click.UsageError(
                 f"{flags} {'applies' if len(refused) == 1 else 'apply'} only to {others}, not to --model {model}."
             )

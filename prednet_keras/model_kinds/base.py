@@ -2,7 +2,9 @@
 
 A kind is one object (a `ModelKind`) that says everything the rest of the package needs to know about one
 network family: its name, its training options and their rules, its defaults, the study's arm factors,
-its benchmark sizes, how its starting weights are built, how its data is loaded and how it is trained.
+its benchmark sizes, how its starting weights are built, how its data is loaded and how it is trained: the
+protocol it states (`session_protocol`) is what the one training session (`session/training.py`) runs, and
+what that protocol can do (resume from a checkpoint) is stated there, never tested by the kind's type.
 The names, options, rules and defaults are plain Python (this module and every kind module import no
 framework at import time); whatever builds or trains a Keras model is imported inside the method that
 does it.
@@ -66,14 +68,16 @@ class ModelKind:
     Attributes:
         name: the name in --model, in a spec's `model` and in every manifest's options.model.
         help: one line for --help and the docs.
-        checkpoints: True: trained by prednet-train's recipe loop (session/recipe_training.py: epochs, checkpoints, --resume);
-            False: by a protocol in session/protocol_training.py's loop (one history row per update, no checkpoints).
+        session_protocol: how the one training session (session/training.py) trains it, a
+            session.protocol.TrainingProtocol: Lotter's recipe (RecipeProtocol: epochs, checkpoints, --resume) or a
+            protocol counted in updates (UpdateProtocol: one history row per update, no checkpoints). What it can do
+            it states: `session_protocol.can_resume` is the one test of whether a run can be continued.
         precision_modes: whether --precision other than float32 applies.
         options: prednet-train's options (Python names) that apply to this kind; the others are refused.
         arm_factors: {factor: default} training switches a study configuration may set (compared, so part
             of the configuration, not of [train]).
         accepts_chainer_npz: --init-weights may be a Chainer .npz/.model file.
-        history_columns: the columns of history.csv (protocol kinds).
+        history_columns: the columns of history.csv (a kind trained by an UpdateProtocol).
         bench: BenchDefaults, or None when prednet-bench does not measure this kind.
         predating_train_options: [train] options added after studies were run, with the value those runs had.
         evaluation: what prednet-eval scores of a run of this kind: "prediction" (next-frame prediction on
@@ -83,7 +87,7 @@ class ModelKind:
 
     name = None
     help = ""
-    checkpoints = False
+    session_protocol = None
     precision_modes = False
     options = ()
     arm_factors = {}
@@ -130,7 +134,7 @@ class ModelKind:
         """The name as recorded (a user model's reference with an absolute file path)."""
         return self.name
 
-    # -- what the training process does (protocol kinds; imports the framework) -----------------------
+    # -- what an UpdateProtocol calls in the training process (imports the framework) ------------------
 
     def load_data(self, config):
         """(data, the manifest's `data` record); prints what it loads."""

@@ -1,8 +1,9 @@
-"""The kind "prednet": Lotter's PredNet, trained by the authors' KITTI recipe (prednet-train's own loop in
-session/recipe_training.py: epochs, validation, checkpoints, --resume)."""
+"""The kind "prednet": Lotter's PredNet, trained by the authors' KITTI recipe (its protocol,
+session.protocol.RecipeProtocol, runs session/recipe_training.py: epochs, validation, checkpoints, --resume)."""
 
 from prednet_keras import value_rules as rules
 from prednet_keras.model_kinds import base
+from prednet_keras.session.protocol import RecipeProtocol
 
 __all__ = ["KIND", "LotterKind"]
 
@@ -10,7 +11,7 @@ __all__ = ["KIND", "LotterKind"]
 class LotterKind(base.ModelKind):
     name = "prednet"
     help = "Lotter's PredNet"
-    checkpoints = True
+    session_protocol = RecipeProtocol()
     precision_modes = True
     options = ("stack_sizes", "r_stack_sizes", "filter_size", "data", "val_data", "val_fraction", "size", "epochs",
                "steps_per_epoch", "batch_size", "nt", "lr", "lr_drop_epoch", "lr_drop_factor", "layer_loss",

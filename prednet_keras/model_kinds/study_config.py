@@ -10,6 +10,7 @@ import os
 from prednet_keras import value_rules as rules
 from prednet_keras._options import OptionsRecord
 from prednet_keras.model_kinds import base
+from prednet_keras.session.protocol import UpdateProtocol
 
 __all__ = ["AUTOENCODERS", "CHAINER_DEFAULT_SIZE", "EMBEDDED_HELDOUT", "PROTOCOLS", "ProtocolKind", "StudyConfig",
            "TBPTT_MODES", "flag", "names_a_file", "protocol_train_rules", "study_model_names"]
@@ -159,8 +160,10 @@ def protocol_train_rules():
 
 
 class ProtocolKind(base.ModelKind):
-    """What the study's own models share: StudyConfig, --protocol, no checkpoints."""
+    """What the study's own models share: StudyConfig, --protocol, a protocol counted in updates (no
+    checkpoints)."""
 
+    session_protocol = UpdateProtocol()
     protocol_overrides = ()
 
     def config_class(self):

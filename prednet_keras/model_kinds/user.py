@@ -50,6 +50,7 @@ from prednet_keras import diskwrite
 from prednet_keras import value_rules as rules
 from prednet_keras._options import OptionsRecord
 from prednet_keras.model_kinds import base
+from prednet_keras.session.protocol import UpdateProtocol
 
 __all__ = ["UserConfig", "UserModel", "UserModelError", "UserModelKind", "UserProtocol", "load_reference",
            "resolve_reference"]
@@ -215,7 +216,7 @@ def _arrays_checksum(pair):
 class UserModelKind(base.ModelKind):
     """The kind of one reference (made by base.get for a name with a ':')."""
 
-    checkpoints = False
+    session_protocol = UpdateProtocol()
     precision_modes = False
     options = ("seed", "init_weights", "epochs", "batch_size")
     history_columns = ("update", "epoch", "loss", "seconds")

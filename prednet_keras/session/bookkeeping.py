@@ -1,12 +1,13 @@
-"""One training process's work on one run folder (issue 27): what both training drivers share.
+"""One training process's work on one run folder (issue 27): what every protocol shares.
 
-`recipe_training.run_training` (Lotter's recipe, Keras fit with checkpoints) and `protocol_training.run_study_training`
-(a model kind's protocol, no checkpoints) each open a `RunSession`: it reads the run's manifest (typed
+The one training session (`training.train`) opens a `RunSession` and hands it to the run's protocol
+(`recipe_training.run_training`: Lotter's recipe, Keras fit with checkpoints; `protocol_training.run_protocol`: a
+model kind's protocol counted in updates, no checkpoints): it reads the run's manifest (typed
 for reading: `recorded`), restores a checkpoint after checking it is the one recorded, records this
 process in its `sessions` (started, pid, the fields the driver gives; an earlier process that never
 said how it ended is marked killed), marks the run running, times the training, opens history.csv,
 draws loss.png and marks the run complete at the end. `mark_stopped` records a process that ended
-early (interrupted, failed), for either driver. What the run prints while it trains: `display`.
+early (interrupted, failed), for any protocol. What the run prints while it trains: `display`.
 
 Why not Keras' `BackupAndRestore` and `CSVLogger`: BackupAndRestore writes its weights in place and its
 epoch in a second file after them, so a kill during or between the two leaves a backup that is

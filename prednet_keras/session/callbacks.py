@@ -1,10 +1,14 @@
-"""The Keras pieces of a training run (prednet-train's recipe loop): its callbacks (its metric,
+"""The Keras callbacks through which every protocol of the training session reports (its metric,
 `LastBatchLoss`, the per-step loss history.csv records, is in models.py with the other models' metrics).
 
-`RunRecorder` (history rows, a checkpoint every completed epoch, the best model kept), `StopOnRequest`,
-`FirstCallAnnouncer` and `ProgressLogger` (the progress lines of `display`, per epoch), and what
-they use: `StepLosses` (reading losses without stalling the device), `export_best`, and the
-PREDNET_TEST_KILL_AT test hook.
+Lotter's recipe, under Keras' fit: `RunRecorder` (history rows, a checkpoint every completed epoch, the best
+model kept), `StopOnRequest`, `FirstCallAnnouncer` and `ProgressLogger` (the progress lines of `display`,
+per epoch), and what they use: `StepLosses` (reading losses without stalling the device), `export_best`,
+and the PREDNET_TEST_KILL_AT test hook.
+
+A protocol counted in updates (`protocol_training`; its loop calls `on_train_begin` and
+`on_train_batch_end` with each update's record as the logs): `UpdateRows` (history.csv),
+`TrajectorySnapshots` (trajectory.npz) and `UpdateProgressLines` (the update lines of `display`).
 """
 
 import math
@@ -198,6 +202,57 @@ class RunRecorder(keras.callbacks.Callback):
             if name == "SIGKILL":
                 self.history.close()
             os.kill(os.getpid(), getattr(signal, name, signal.SIGTERM))
+
+
+class UpdateRows(keras.callbacks.Callback):
+    """Writes each update's record (the batch's logs) as a row of history.csv.
+
+    Args:
+        history: the session's history.HistoryWriter.
+    """
+
+    def __init__(self, history):
+        super().__init__()
+        self.history = history
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.history.write(**logs)
+
+
+class TrajectorySnapshots(keras.callbacks.Callback):
+    """Samples the model's weights at the start and at the trajectory's due updates.
+
+    Args:
+        trajectory: the run's trajectory.Trajectory (a disabled one samples nothing).
+    """
+
+    def __init__(self, trajectory):
+        super().__init__()
+        self.trajectory = trajectory
+
+    def on_train_begin(self, logs=None):
+        self.trajectory.start(self.model)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.trajectory.after_update(logs["update"])
+
+
+class UpdateProgressLines(keras.callbacks.Callback):
+    """The progress lines of a run counted in updates (display.UpdateProgress).
+
+    Args:
+        progress: the display.UpdateProgress.
+    """
+
+    def __init__(self, progress):
+        super().__init__()
+        self.progress = progress
+
+    def on_train_begin(self, logs=None):
+        self.progress.start()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.progress(logs)
 
 
 class StopOnRequest(keras.callbacks.Callback):

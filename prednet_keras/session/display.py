@@ -1,8 +1,8 @@
 """What a training run prints while it trains, the same on a terminal, a pipe or a log file.
 
-Both loops use it: Lotter's recipe (`recipe_training.run_training`, through the Keras callbacks in
-`callbacks`, which add a per-epoch bar on a terminal) and a model kind's protocol
-(`protocol_training.run_study_training`, counted in updates).
+Every protocol of the training session uses it through the Keras callbacks in `callbacks`: Lotter's
+recipe (`recipe_training.run_training`: `ProgressLogger`, which adds a per-epoch bar on a terminal) and a
+model kind's protocol counted in updates (`protocol_training.run_protocol`: `UpdateProgressLines`).
 
 - `FirstStep`: a phase's first step compiles and can take over a minute (74 s with XLA on a GPU)
   while printing nothing by itself, so a log, a pipe or nohup would show a process that looks hung;

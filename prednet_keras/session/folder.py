@@ -480,9 +480,10 @@ class Replacement:
 
 
 def _kind_without_checkpoints(model):
-    """Whether the model kind `model` trains by a protocol (no checkpoints: its final weights are its result)."""
+    """Whether the model kind `model` trains by a protocol that keeps no checkpoints (its final weights are its
+    result)."""
     # base alone: the kinds' modules reach recipe_training.py, which uses this module (the package registers them).
     from prednet_keras.model_kinds import base
 
     kind = base.find(model) if model else None
-    return kind is not None and not kind.checkpoints
+    return kind is not None and not kind.session_protocol.can_resume

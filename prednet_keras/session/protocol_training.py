@@ -1,12 +1,16 @@
-"""Training a model kind without checkpoints into a run folder (issue 9; the kinds: issue 27).
+"""Training a model kind by its own protocol, counted in updates (issue 9; the kinds: issue 27; one session:
+issue 38).
 
 `prednet-train --model prednet-chainer` (the Chainer-lineage PredNet, trained
 as the authors' main.py), `prednet-train --model autoencoder` (the MNIST
 control) and `prednet-train --model module:function` (a user's own Keras
-model, `model_kinds/user.py`) run their kind's protocol (`model_kinds`) in the
-training process (`prednet_keras.session.worker`), after `runtime.configure`, so every
-runtime option applies as for Lotter's PredNet. This loop is the same for
-every such kind; what differs (data, model, protocol, records) the kind says.
+model, `model_kinds/user.py`) state `protocol.UpdateProtocol`; the one training
+session (`session.training`) runs it here, in the training process, after
+`runtime.configure`, so every runtime option applies as for Lotter's PredNet.
+What differs between the kinds (data, model, protocol, records) the kind says.
+Every update is reported through Keras callbacks (`callbacks.UpdateRows`,
+`.TrajectorySnapshots`, `.UpdateProgressLines`): the kind's loop calls their
+`on_train_begin` and `on_train_batch_end`, as fit would.
 The run folder gets:
 
 - manifest.json: options (`model_kinds.study_config.StudyConfig`), runtime, data, initial weights,
@@ -16,36 +20,32 @@ The run folder gets:
 - initial_weights.h5 (the seed's numpy weights, or a copy of --init-weights);
 - model.keras (written atomically at the end) and loss.png.
 
-The protocols have no checkpoints, so these runs cannot be resumed.
+The protocol states that it keeps no checkpoints (`can_resume` False), so these runs start anew.
 """
 
 import shutil
 
-from prednet_keras import model_kinds
 from prednet_keras.diskwrite import write_through_temporary
-from prednet_keras.session.bookkeeping import RunSession
 from prednet_keras.session.display import UpdateProgress
 from prednet_keras.session.history import update_rows
 from prednet_keras.session.records import Manifest
 from prednet_keras.session.trajectory import FILE as TRAJECTORY_FILE
 from prednet_keras.session.trajectory import Trajectory
 
-__all__ = ["HELDOUT_PREDICTIONS", "STUDY_MODELS", "run_study_training"]
+__all__ = ["HELDOUT_PREDICTIONS", "run_protocol"]
 
 HELDOUT_PREDICTIONS = "heldout_predictions.npz"
 
-# The built-in kinds this loop trains (a user's model, named module:function, is trained here too).
-STUDY_MODELS = tuple(kind.name for kind in model_kinds.kinds() if not kind.checkpoints)
-HISTORY_COLUMNS = {kind.name: kind.history_columns for kind in model_kinds.kinds() if not kind.checkpoints}
 
-
-def run_study_training(run_dir, runtime_record=None, quiet=False):
-    """Trains the study-model run described by `run_dir`'s manifest, from the start.
+def run_protocol(run, kind, runtime_record=None, quiet=False, session_callbacks=()):
+    """Trains the run that the session `run` opened by `kind`'s protocol, from the start.
 
     Args:
-        run_dir: the run folder (its manifest written by prednet-train).
+        run: the bookkeeping.RunSession of the run folder (its manifest written by prednet-train).
+        kind: the run's model kind.
         runtime_record: {"effective", "fingerprint"} from runtime.configure.
         quiet: fewer progress lines.
+        session_callbacks: the session's Keras callbacks (StopOnRequest), called after each update's own.
 
     Returns:
         The manifest's `result` (the protocol's summary).
@@ -53,11 +53,10 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
     import keras
 
     from prednet_keras import starting_point
+    from prednet_keras.session.callbacks import TrajectorySnapshots, UpdateProgressLines, UpdateRows
     from prednet_keras.session.recipe_training import jit_compile_for
 
-    run = RunSession(run_dir)
     folder, manifest = run.folder, run.manifest
-    kind = model_kinds.get(manifest["options"]["model"])
     config = kind.config_class().from_dict(manifest["options"])
     runtime_record = runtime_record or {}
     session = run.begin()
@@ -98,16 +97,11 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
     history = run.open_history(kind.history_columns, fresh=True)
     progress = UpdateProgress(label, total, every=max(1, total // (5 if quiet else 20)))
 
-    def on_update(record):
-        history.write(**record)
-        trajectory.after_update(record["update"])
-        progress(record)
-
     print(f"Training {label}: {total:,} updates; backend {keras.backend.backend()}.", flush=True)
-
-    def on_start(model):
-        trajectory.start(model)
-        progress.start()
+    # In the order the hooks ran before they were callbacks: the row, the trajectory, the progress line; then
+    # the session's (a stop asked for is honoured once the update is recorded).
+    on_start, on_update = _callback_hooks([UpdateRows(history), TrajectorySnapshots(trajectory),
+                                           UpdateProgressLines(progress), *session_callbacks])
 
     with run.timed(), history:
         result = kind.train(config, data, preset, initial_weights=initial_weights, on_update=on_update,
@@ -135,6 +129,22 @@ def run_study_training(run_dir, runtime_record=None, quiet=False):
         flush=True,
     )
     return result.summary
+
+
+def _callback_hooks(callbacks):
+    """The kind's `on_start(model)` and `on_update(record)`, calling the Keras callbacks `callbacks` as fit
+    would: set_model and on_train_begin once, on_train_batch_end(update index, record) after each update."""
+
+    def on_start(model):
+        for callback in callbacks:
+            callback.set_model(model)
+            callback.on_train_begin()
+
+    def on_update(record):
+        for callback in callbacks:
+            callback.on_train_batch_end(record["update"] - 1, record)
+
+    return on_start, on_update
 
 
 def _save_arrays(path, arrays):

@@ -17,8 +17,9 @@ What this module adds to it:
 Its pieces: the frames and the order of batches (`training_data`), the metric and
 the callbacks that record the run (`callbacks`).
 
-`run_training` runs in the training process (`prednet_keras.session.worker`), after
-`runtime.configure`; `TrainConfig` is also what the CLI validates before it
+The kind "prednet" states `protocol.RecipeProtocol` (it can resume); the one training session
+(`session.training`, in the training process, after `runtime.configure`) opens the run and
+calls `run_training` with it. `TrainConfig` is also what the CLI validates before it
 starts that process.
 """
 
@@ -32,7 +33,7 @@ from prednet_keras import backends
 from prednet_keras.session import torch_compile
 from prednet_keras.runtime.distribution import batch_problem
 from prednet_keras.session.early_stopping import ResumableEarlyStopping
-from prednet_keras.session.bookkeeping import RunSession, now
+from prednet_keras.session.bookkeeping import now
 from prednet_keras.session.folder import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.memory_estimate import memory_problem
@@ -49,7 +50,6 @@ from prednet_keras.session.callbacks import (
     FirstCallAnnouncer,
     ProgressLogger,
     RunRecorder,
-    StopOnRequest,
     export_best,
 )
 from prednet_keras.session.training_data import EpochBatches, load_training_data, run_order_checksum
@@ -155,8 +155,8 @@ def check_best_model(folder, state):
                          "again with --overwrite.")
 
 
-def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_stop=None):
-    """Trains the run in `run_dir` from its last completed epoch (or from the start).
+def run_training(run, runtime_record=None, quiet=False, resume=None, session_callbacks=()):
+    """Trains the run the session `run` opened from its last completed epoch (or from the start).
 
     The manifest must hold "options" (a TrainConfig dict) and "runtime"
     ("requested"); this function fills in everything else.
@@ -167,22 +167,21 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
     the folder as it was.
 
     Args:
-        run_dir: the run folder (as prednet-train creates it).
+        run: the bookkeeping.RunSession of the run folder (as prednet-train creates it).
         runtime_record: dict with "effective" settings and "fingerprint" of
             this process (from runtime.configure / runtime.fingerprint).
         quiet: one line per epoch instead of a progress bar.
         resume: for `prednet-train --resume`, a dict with "command", "time"
             and "epochs" (the new total, or None to keep the recorded one);
             recorded in the manifest once the run is verified.
-        should_stop: a function; when it returns True, training stops at the
-            next step with KeyboardInterrupt (see StopOnRequest).
+        session_callbacks: the session's Keras callbacks (StopOnRequest), called
+            last at every step.
 
     Returns:
         The manifest's "result" dict.
     """
     from prednet_keras import starting_point
 
-    run = RunSession(run_dir)
     folder, manifest = run.folder, run.manifest
     options = dict(manifest["options"])
     recorded_epochs = options["epochs"]
@@ -337,9 +336,8 @@ def run_training(run_dir, runtime_record=None, quiet=False, resume=None, should_
         # After the recorder: the epoch that stops training is recorded in full first.
         early = ResumableEarlyStopping(config.patience, config.epochs, best, first_epoch)
         callbacks.insert(callbacks.index(recorder) + 1, early)
-    if should_stop is not None:
-        # Last: a stop asked for while an epoch ends takes effect once the epoch is recorded (interrupts.py).
-        callbacks.append(StopOnRequest(should_stop))
+    # Last: a stop asked for while an epoch ends takes effect once the epoch is recorded (interrupts.py).
+    callbacks.extend(session_callbacks)
     print(
         f"Training {config.model} ({model.count_params():,} parameters) on {len(sequences)} sequences of "
         f"{config.nt} frames {'x'.join(map(str, train_data.frame_shape))}, "

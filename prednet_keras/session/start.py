@@ -143,7 +143,7 @@ def resumable_run(folder):
     run_record = Manifest.coerce(manifest)
     recorded_model = run_record.model_kind
     recorded_kind = model_kinds.find(recorded_model) if recorded_model else None
-    if recorded_kind is not None and not recorded_kind.checkpoints:
+    if recorded_kind is not None and not recorded_kind.session_protocol.can_resume:
         raise run_folders.RunFolderError(
             f"{folder.path} is a --model {recorded_model} run; its protocol keeps no checkpoints, so it cannot be "
             "resumed: start it again (--overwrite replaces it)."

@@ -39,7 +39,7 @@ def start(run_dir, runtime_config, quiet=False, resume=None, **start_kwargs):
         run_dir: the run folder (its manifest must exist).
         runtime_config: the runtime.RuntimeConfig asked for.
         quiet: one log line per epoch instead of a progress bar.
-        resume: for --resume, the record recipe_training.run_training takes (command,
+        resume: for --resume, the record the run's protocol takes (command,
             time, epochs); the training process writes it once the run is verified.
         **start_kwargs: passed to childproc.start (stdout, pass_fds, death_signal, ...).
     """
@@ -123,22 +123,10 @@ def train_main(run_dir, quiet=False, resume=None):
         if waited:
             print(f"  waited {waited:.1f} s", flush=True)
 
-        if _trained_by_protocol(manifest):
-            from prednet_keras.session import protocol_training
-            from prednet_keras.session.records import Fingerprint, RuntimeEffective
+        from prednet_keras.session import training
 
-            recorded = manifest.runtime.effective
-            if recorded is None or not recorded.to_dict():  # absent, null or {}: none recorded yet
-                manifest.runtime.effective = RuntimeEffective.from_dict(effective)
-                manifest.fingerprint = Fingerprint.from_dict(record["fingerprint"])
-                folder.write_manifest(manifest)
-            protocol_training.run_study_training(run_dir, record, quiet=quiet)
-            return 0
-
-        from prednet_keras.session import recipe_training
-
-        # run_training records the runtime with its session, once the run is verified.
-        recipe_training.run_training(run_dir, record, quiet=quiet, resume=resume, should_stop=interrupts.stop_requested)
+        # The protocol records the runtime when it should: a resumed run once it is verified.
+        training.train(run_dir, record, quiet=quiet, resume=resume, should_stop=interrupts.stop_requested)
         return 0
     except KeyboardInterrupt:
         # One interruption is recorded; a second signal must not cut the record short.
@@ -146,7 +134,7 @@ def train_main(run_dir, quiet=False, resume=None):
         from prednet_keras.session import bookkeeping
 
         bookkeeping.mark_stopped(run_dir, "interrupted")
-        if _is_study_run(folder):
+        if not _resumable(folder):
             print(
                 f"\nInterrupted; this model's protocol keeps no checkpoints, so start it again "
                 f"(prednet-train ... --overwrite --output {folder.path}).",
@@ -214,7 +202,7 @@ def _quiet_about_full_disks(previous):
 def _after_full_disk(folder):
     """What can follow a full disk: a run with completed epochs resumes once there is room."""
     done = folder.completed_epochs()
-    if done and not _is_study_run(folder):
+    if done and _resumable(folder):
         print(f"The run keeps its {done} completed epoch{'s' if done != 1 else ''}; free space, then continue with:\n"
               f"  prednet-train --resume --output {folder.path}", file=sys.stderr, flush=True)
 
@@ -229,21 +217,11 @@ def _space_message(error, folder):
     return space_message(error, folder / "checkpoints" / "(files of this epoch)")
 
 
-def _trained_by_protocol(manifest):
-    """Whether the run's model kind trains by a protocol (protocol_training.py, no checkpoints), not by the recipe;
-    `manifest`: a records.Manifest (or its dict)."""
-    from prednet_keras import model_kinds
-    from prednet_keras.session.records import Manifest
+def _resumable(folder):
+    """Whether the run's protocol keeps checkpoints (session.training.resumable)."""
+    from prednet_keras.session import training
 
-    kind = model_kinds.find(Manifest.coerce(manifest).model_kind or "prednet")
-    return kind is not None and not kind.checkpoints
-
-
-def _is_study_run(folder):
-    try:
-        return _trained_by_protocol(folder.read_record())
-    except Exception:
-        return False
+    return training.resumable(folder)
 
 
 def main(argv=None):

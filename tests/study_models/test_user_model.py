@@ -76,7 +76,8 @@ def _run(module, *args, cwd):
 def test_the_model_list_is_the_registry():
     assert model_kinds.names() == ("prednet", "prednet-chainer", "autoencoder")
     assert spec_rules.MODELS == model_kinds.names()
-    assert model_kinds.get("prednet").checkpoints and not model_kinds.get("autoencoder").checkpoints
+    assert model_kinds.get("prednet").session_protocol.can_resume
+    assert not model_kinds.get("autoencoder").session_protocol.can_resume
     assert model_kinds.get("prednet-chainer").arm_factors == {"tbptt": "chainer", "emulate_cpu_aliasing": False}
     with pytest.raises(ValueError, match="must be one of prednet, prednet-chainer, autoencoder"):
         model_kinds.get("resnet")
@@ -106,7 +107,7 @@ def test_references_name_a_user_model(tmp_path):
     assert model_kinds.is_reference("mypkg.models:small_cnn") and model_kinds.is_reference("a/b.py:f")
     assert not model_kinds.is_reference("prednet") and not model_kinds.is_reference("x.py:1")
     kind = model_kinds.get("sub/m.py:fn")
-    assert not kind.checkpoints and kind.output_name() == "fn"
+    assert not kind.session_protocol.can_resume and kind.output_name() == "fn"
     assert kind.canonical(tmp_path) == f"{(tmp_path / 'sub' / 'm.py').resolve()}:fn"
 
 

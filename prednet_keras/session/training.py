@@ -1,0 +1,64 @@
+"""One training session for every model kind (issue 38): the training process's one entry.
+
+`train` opens the run folder's session (`bookkeeping.RunSession`: the manifest, this process's session
+record, history.csv, the timing, loss.png, the run marked complete) and hands it to the protocol the run's
+model kind states (`protocol`: Lotter's recipe, the Chainer window, the autoencoder, a user's model). The
+protocol reports its progress and records through Keras callbacks (`callbacks`, `display`), the session's
+own (`StopOnRequest`: Ctrl-C or SIGTERM honoured at the next step) called after them; what it can do (resume
+from a checkpoint or not) it states, and `resumable` reads.
+
+No framework at import: the worker imports this module before `runtime.configure`.
+"""
+
+from prednet_keras import model_kinds
+from prednet_keras.session import folder as run_folders
+from prednet_keras.session.bookkeeping import RunSession
+from prednet_keras.session.records import Manifest
+
+__all__ = ["protocol_of", "resumable", "train"]
+
+
+def protocol_of(manifest):
+    """The protocol (`protocol.TrainingProtocol`) of the run whose manifest is `manifest` (a records.Manifest
+    or its dict); None for a model kind this installation does not know."""
+    kind = model_kinds.find(Manifest.coerce(manifest).model_kind or "prednet")
+    return kind.session_protocol if kind is not None else None
+
+
+def resumable(folder):
+    """Whether the run in `folder` (a RunFolder) keeps checkpoints that --resume continues from (a folder
+    whose manifest cannot be read: as a run of Lotter's recipe)."""
+    try:
+        protocol = protocol_of(folder.read_record())
+    except Exception:
+        return True
+    return protocol is None or protocol.can_resume
+
+
+def train(run_dir, runtime_record=None, quiet=False, resume=None, should_stop=None):
+    """Trains the run in `run_dir` by its model kind's protocol; returns the manifest's result.
+
+    Args:
+        run_dir: the run folder (its manifest written by prednet-train).
+        runtime_record: {"effective", "fingerprint"} of this process (runtime.configure, runtime.fingerprint).
+        quiet: fewer progress lines.
+        resume: for `prednet-train --resume`: {"command", "time", "epochs"} (a protocol that can resume).
+        should_stop: a function; True stops training at the next step with KeyboardInterrupt.
+    """
+    folder = run_folders.RunFolder(run_dir)
+    manifest = folder.read_record()
+    kind = model_kinds.get(manifest.model_kind or "prednet")
+    protocol = kind.session_protocol
+    if resume is not None and not protocol.can_resume:
+        # prednet-train refuses it first, in these words; a caller of the session is told the same.
+        raise ValueError(f"--resume is not available for --model {kind.name}: its protocol keeps no checkpoints; "
+                         "start the run again (--overwrite replaces it).")
+    if runtime_record is not None:
+        protocol.record_runtime(folder, runtime_record)
+    callbacks = []
+    if should_stop is not None:
+        from prednet_keras.session.callbacks import StopOnRequest
+
+        # Last at every step: a stop asked for while an epoch is recorded takes effect once it is (interrupts).
+        callbacks.append(StopOnRequest(should_stop))
+    return protocol.run(RunSession(run_dir), kind, callbacks, runtime_record, quiet=quiet, resume=resume)
