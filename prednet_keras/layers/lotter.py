@@ -68,6 +68,7 @@ from keras import ops
 from keras.src import backend as _keras_backend
 
 from prednet_keras.frame_size import check_frame_size
+from prednet_keras.layers.device_constants import scalar
 from prednet_keras.layers.lotter_args import (
     _as_int_list,
     _kernel_size,
@@ -291,7 +292,8 @@ class PredNetCell(keras.layers.Layer):
         for l in range(L):
             ahat = ops.relu(self._conv("ahat", l, r[l]))
             if l == 0:
-                ahat = ops.minimum(ahat, self.pixel_max)
+                # pixel_max as the tensor Keras makes of it, made once on torch (device_constants).
+                ahat = ops.minimum(ahat, scalar(self.pixel_max, ahat, _dtype_name(ahat.dtype)))
                 frame_prediction = ahat
                 # E_0 against the frame as given (float32 under a mixed policy).
                 ahat = self._exact(ahat)
@@ -648,9 +650,24 @@ def _shrink(size, l):
 
 def _as_dtype(x, dtype):
     """x in `dtype`: no cast (none in the graph) when it is x's already."""
-    if keras.backend.standardize_dtype(x.dtype) == dtype:
+    if _dtype_name(x.dtype) == dtype:
         return x
     return ops.cast(x, dtype)
+
+
+_DTYPE_NAMES = {}
+
+
+def _dtype_name(dtype):
+    """keras.backend.standardize_dtype(dtype), looked up once per dtype: the cell asks about 20 times per
+    layer and time step, and Keras' answer is Python work on eager backends' every step."""
+    try:
+        name = _DTYPE_NAMES.get(dtype)
+    except TypeError:  # a dtype that cannot be a key
+        return keras.backend.standardize_dtype(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = keras.backend.standardize_dtype(dtype)
+    return name
 
 
 def _upsample2x(x):
