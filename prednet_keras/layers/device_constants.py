@@ -57,7 +57,7 @@ def scalar(value, like, dtype=None):
 
 
 def _made_once(key, like, make):
-    key = (key, str(getattr(like, "device", None)))
+    key = (key, getattr(like, "device", None))
     tensor = _TENSORS.get(key)
     if tensor is None:
         tensor = _TENSORS[key] = make()
