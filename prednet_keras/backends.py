@@ -27,8 +27,12 @@ class LazyFunction:
     path: str
 
     def __call__(self, *args, **kwargs):
+        return self.load()(*args, **kwargs)
+
+    def load(self):
+        """The function itself (imports its module), for a caller that calls it often."""
         module, _, name = self.path.partition(":")
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+        return getattr(importlib.import_module(module), name)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -73,6 +77,9 @@ class Backend:
         reset_device_peak: () -> None: starts a phase's peak device memory afresh; None where its peak covers
             the process (bench.measure).
         device_peak: () -> (bytes or None, how it was measured) of the first GPU (bench.measure).
+        numbers_copied_per_call: () -> bool: whether, at this moment, a Python number given to an op becomes
+            a new device tensor at every call (eager torch; not while torch.compile traces), so that
+            layers.device_constants makes it once; None where numbers reach the ops as they are.
     """
 
     name: str
@@ -99,6 +106,7 @@ class Backend:
     devices_started: object = None
     reset_device_peak: object = None
     keep_step_output: object = None
+    numbers_copied_per_call: object = None
 
     @property
     def cudnn_switches(self):
@@ -188,6 +196,7 @@ TORCH = Backend(
     reset_device_peak=_at("bench.measure", "reset_torch_peak"),
     device_peak=_at("bench.measure", "torch_peak"),
     keep_step_output=_at("session.callbacks", "torch_step_output_kept"),
+    numbers_copied_per_call=_at("layers.device_constants", "torch_copies_numbers"),
 )
 
 # In the order a command picks the first installed one when nothing names a backend (TensorFlow stays the

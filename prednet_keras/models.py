@@ -10,6 +10,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from prednet_keras.layers.device_constants import cached
 from prednet_keras.layers.lotter import PredNet
 from prednet_keras.recipe import layer_loss_weights_for, time_loss_weights_for
 
@@ -72,8 +73,8 @@ class WeightedError(keras.layers.Layer):
             raise ValueError(f"{len(self.time_weights)} time weights for {steps} time steps.")
 
     def call(self, errors):
-        layer_weights = _constant_vector(self.layer_weights, errors.dtype)
-        time_weights = _constant_vector(self.time_weights, errors.dtype)
+        layer_weights = _constant_vector(self.layer_weights, errors.dtype, errors)
+        time_weights = _constant_vector(self.time_weights, errors.dtype, errors)
         per_step = ops.sum(errors * layer_weights, axis=-1)  # (batch, time)
         return ops.sum(per_step * time_weights, axis=-1, keepdims=True)
 
@@ -86,14 +87,16 @@ class WeightedError(keras.layers.Layer):
         return config
 
 
-def _constant_vector(values, dtype):
-    """A 1-D tensor of Python floats, built from scalars.
+def _constant_vector(values, dtype, like):
+    """A 1-D tensor of Python floats, built from scalars (for an op with the tensor `like`).
 
     Not ops.convert_to_tensor(list): Keras' torch backend converts a list
     through NumPy, which torch.compile cannot trace (a graph break at every
     step). The values are the same: each float rounded once to `dtype`.
+    Eager torch makes it once (device_constants: each `full` is a copy to the GPU otherwise).
     """
-    return ops.stack([ops.full((), value, dtype=dtype) for value in values])
+    return cached(("vector", values, dtype), like,
+                  lambda: ops.stack([ops.full((), value, dtype=dtype) for value in values]))
 
 
 def build_training_model(
@@ -254,7 +257,8 @@ class LastBatchMetric(keras.metrics.Metric):
         return ops.convert_to_tensor(self.value)
 
     def reset_state(self):
-        self.value.assign(0.0)
+        # Zeros made on the device: assign(0.0) would copy a Python number to it (train_on_batch resets every step).
+        self.value.assign(ops.zeros(self.value.shape, dtype=self.value.dtype))
 
 
 # The registered names are what saved models and checkpoints hold: they stay.

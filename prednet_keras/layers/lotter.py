@@ -29,7 +29,11 @@ Deliberate differences from the Keras 2 code (numerically equivalent):
 - the extrapolation step counter is a per-sample state of shape (batch, 1)
   rather than a scalar;
 - the time loop calls the cell's `call` directly (PredNet.inner_loop), so that
-  torch.compile can trace it.
+  torch.compile can trace it;
+- on eager torch, the Python numbers given to ops (the clip's bounds, pixel_max) are
+  made into device tensors once, not at every call (device_constants);
+- opt-in (PREDNET_CHANNEL_MULTIPLE), the convolutions' input channels are padded with
+  zeros inside the step for GPU kernels (channel_alignment); off by default.
 
 Mixed precision (a Keras dtype policy such as "mixed_bfloat16": float32
 variables, bfloat16 compute). The activations run in the policy's compute dtype
@@ -69,6 +73,8 @@ from keras.src import backend as _keras_backend
 
 from prednet_keras import backends
 from prednet_keras.frame_size import check_frame_size
+from prednet_keras.layers.channel_alignment import channel_multiple_from_environment, pad_input_channels
+from prednet_keras.layers.device_constants import scalar
 from prednet_keras.layers.lotter_args import (
     _as_int_list,
     _kernel_size,
@@ -160,6 +166,8 @@ class PredNetCell(keras.layers.Layer):
                     f"real frame), got {extrap_start_time}."
                 )
         self.extrap_start_time = extrap_start_time
+        # Not a constructor argument: it changes no weight and no saved file (channel_alignment).
+        self.channel_multiple = channel_multiple_from_environment()
 
         state_size = list(self.R_stack_sizes) * 2 + [2 * s for s in self.stack_sizes]
         if extrap_start_time is not None:
@@ -296,7 +304,8 @@ class PredNetCell(keras.layers.Layer):
         for l in range(L):
             ahat = ops.relu(self._conv("ahat", l, r[l]))
             if l == 0:
-                ahat = ops.minimum(ahat, self.pixel_max)
+                # pixel_max as the tensor Keras makes of it, made once on torch (device_constants).
+                ahat = ops.minimum(ahat, scalar(self.pixel_max, ahat, _dtype_name(ahat.dtype)))
                 frame_prediction = ahat
                 # E_0 against the frame as given (float32 under a mixed policy).
                 ahat = self._exact(ahat)
@@ -329,11 +338,13 @@ class PredNetCell(keras.layers.Layer):
 
     def _conv(self, kind, l, x):
         conv = self.convs[kind][l]
-        y = ops.conv(
-            self._act(x), self._act(conv.kernel), strides=1, padding="same",
-            data_format="channels_last",
-        )
-        return self._add_bias(y, conv.bias)
+        return self._add_bias(self._convolve(x, conv.kernel), conv.bias)
+
+    def _convolve(self, x, kernel):
+        x, kernel = self._act(x), self._act(kernel)
+        if self.channel_multiple:  # off by default: then the graph has no trace of it
+            x, kernel = pad_input_channels(x, kernel, self.channel_multiple)
+        return ops.conv(x, kernel, strides=1, padding="same", data_format="channels_last")
 
     def _add_bias(self, y, bias):
         # Under a mixed policy the bias is broadcast in float32, then cast: its gradient, a sum
@@ -348,11 +359,7 @@ class PredNetCell(keras.layers.Layer):
         convs = [self.convs[kind][l] for kind in ("i", "f", "c", "o")]
         kernel = ops.concatenate([conv.kernel for conv in convs], axis=-1)
         bias = ops.concatenate([conv.bias for conv in convs], axis=-1)
-        z = ops.conv(
-            self._act(x), self._act(kernel), strides=1, padding="same",
-            data_format="channels_last",
-        )
-        z = self._add_bias(z, bias)
+        z = self._add_bias(self._convolve(x, kernel), bias)
         z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
         return self._gate_act(z_i), self._gate_act(z_f), z_c, self._gate_act(z_o)
 
@@ -653,9 +660,24 @@ def _shrink(size, l):
 
 def _as_dtype(x, dtype):
     """x in `dtype`: no cast (none in the graph) when it is x's already."""
-    if keras.backend.standardize_dtype(x.dtype) == dtype:
+    if _dtype_name(x.dtype) == dtype:
         return x
     return ops.cast(x, dtype)
+
+
+_DTYPE_NAMES = {}
+
+
+def _dtype_name(dtype):
+    """keras.backend.standardize_dtype(dtype), looked up once per dtype: the cell asks about 20 times per
+    layer and time step, and Keras' answer is Python work on eager backends' every step."""
+    try:
+        name = _DTYPE_NAMES.get(dtype)
+    except TypeError:  # a dtype that cannot be a key
+        return keras.backend.standardize_dtype(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = keras.backend.standardize_dtype(dtype)
+    return name
 
 
 def _upsample2x(x):

@@ -9,6 +9,8 @@ import re
 import keras
 from keras import ops
 
+from prednet_keras.layers.device_constants import scalar
+
 __all__ = ["get_activation", "keras2_hard_sigmoid", "parse_output_mode"]
 
 _PACKAGE = "prednet_keras"
@@ -23,7 +25,9 @@ def keras2_hard_sigmoid(x):
     Keras 3's `keras.activations.hard_sigmoid` is `relu6(x + 3) / 6`, a
     different slope; PredNet's gates were trained with this one.
     """
-    return ops.clip(0.2 * x + 0.5, 0.0, 1.0)
+    y = 0.2 * x + 0.5
+    # The bounds as Keras makes them, made once on torch (device_constants: not a copy to the GPU per call).
+    return ops.clip(y, scalar(0.0, y), scalar(1.0, y))
 
 
 def get_activation(identifier):

@@ -46,6 +46,8 @@ RECORDED_ENVIRONMENT = (
     "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "PYTORCH_CUDA_ALLOC_CONF",
     "TORCHINDUCTOR_CUDAGRAPHS", "TORCHINDUCTOR_CACHE_DIR",
     "JAX_COMPILATION_CACHE_DIR", "JAX_COMPILATION_CACHE_MAX_SIZE",
+    # the model's own opt-in computation (layers/channel_alignment.py: padded convolution inputs)
+    "PREDNET_CHANNEL_MULTIPLE",
     # sharing the GPU: CUDA's Multi-Process Service (a client with the pipe folder set joins its server)
     "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
     # which libraries load
