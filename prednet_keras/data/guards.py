@@ -166,6 +166,10 @@ def check_npz_arrays(path, keys):
 XZ_SUFFIX = ".xz"
 # Unpacked in pieces of this size, so that the limits refuse a bomb after at most this much more.
 _XZ_PIECE = 16 << 20
+# The last file unpacked, kept while it is small: opening a file as a source reads it twice (is it a
+# dataset file? then open it), and unpacking is most of the cost. Keyed by what changes when the file does.
+_XZ_KEEP = 256 << 20
+_last_unpacked = {}
 
 
 def unpack_xz(path):
@@ -174,7 +178,20 @@ def unpack_xz(path):
     The limits are checked as the bytes come (an .xz stream need not declare its size up front), so a
     bomb is refused after at most one piece beyond them.
     """
-    stored = os.path.getsize(path)
+    status = os.stat(path)
+    key = (os.path.realpath(path), status.st_ino, status.st_size, status.st_mtime_ns)
+    kept = _last_unpacked.get(key)
+    if kept is not None:
+        check_unpacking(path, len(kept), status.st_size)  # the limits may have changed since
+        return kept
+    unpacked = _unpack_xz(path, status.st_size)
+    _last_unpacked.clear()
+    if len(unpacked) <= _XZ_KEEP:
+        _last_unpacked[key] = unpacked
+    return unpacked
+
+
+def _unpack_xz(path, stored):
     decompressor = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
     pieces, unpacked = [], 0
     try:

@@ -127,3 +127,16 @@ def test_an_xz_bomb_is_refused_before_it_is_unpacked_whole(tmp_path, monkeypatch
     shutil.copyfile(embedded_dataset("val"), path)
     with pytest.raises(DataError, match="PREDNET_MAX_UNPACKED"):
         open_dataset(path)
+
+
+def test_a_file_unpacked_before_obeys_the_limits_and_its_changes(tmp_path, monkeypatch):
+    path = tmp_path / "video.h5.xz"
+    shutil.copyfile(embedded_dataset("val"), path)
+    assert len(open_dataset(path)) == 50
+    monkeypatch.setenv("PREDNET_MAX_UNPACKED", "1M")
+    with pytest.raises(DataError, match="PREDNET_MAX_UNPACKED"):
+        open_dataset(path)
+    monkeypatch.delenv("PREDNET_MAX_UNPACKED")
+    path.unlink()
+    shutil.copyfile(embedded_dataset("test"), path)  # another file under the same name
+    assert len(open_dataset(path)) == 120
