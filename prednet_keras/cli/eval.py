@@ -157,7 +157,10 @@ def _suffix(data, nt, extrap_start):
     so evaluations on other data or settings do not collide."""
     parts = ["eval"]
     if data:
-        parts.append(_safe(Path(data).stem or Path(data).name))
+        path = Path(data)
+        if path.suffix.lower() == ".xz":
+            path = Path(path.stem)  # NAME.h5.xz is NAME.h5 compressed: "eval-NAME", as for NAME.h5
+        parts.append(_safe(path.stem or path.name))
     if nt:
         parts.append(f"nt{nt}")
     if extrap_start:

@@ -12,7 +12,8 @@ from pathlib import Path
 from prednet_keras.data.errors import DataError
 
 SPLITS = ("train", "val", "test")
-VIDEO_FILES = {split: f"video_{split}.h5" for split in SPLITS}
+# xz-compressed dataset files (see prednet_keras/data/dataset.py): ~60% of their size as gzipped HDF5.
+VIDEO_FILES = {split: f"video_{split}.h5.xz" for split in SPLITS}
 MNIST_FILE = "mnist.npz"
 _PACKAGE = "prednet_keras.data"
 _FOLDER = "files"
@@ -49,7 +50,8 @@ def embedded_dataset(split):
         split: "train", "val" or "test".
 
     Returns:
-        Path of the dataset file (128x160 RGB frames; open with open_dataset).
+        Path of the dataset file, video_SPLIT.h5.xz (128x160 RGB frames; open with open_dataset,
+        or unpack with `xz -d` for other HDF5 readers).
     """
     if split not in VIDEO_FILES:
         raise DataError(f"split {split!r} is not one of {', '.join(SPLITS)}")

@@ -11,11 +11,12 @@ refuses a bad one before anything is allocated or written, naming the file,
 the place in it and the rule.
 
 Unpacking limits (compressed .npz members, gzipped IDX files, compressed
-HDF5 datasets), from the environment so that every command obeys them:
+HDF5 datasets, xz-compressed HDF5 files), from the environment so that every
+command obeys them:
 
     PREDNET_MAX_UNPACKED      most bytes one array may unpack to in memory
-                              (default 4G; .npz and IDX arrays are unpacked
-                              whole). HDF5 datasets stream, so only the
+                              (default 4G; .npz and IDX arrays and .h5.xz
+                              files are unpacked whole). HDF5 datasets stream, so only the
                               ratio below applies to them.
     PREDNET_MAX_UNPACK_RATIO  most unpacked bytes per stored byte (default
                               200) for an array that unpacks to more than
@@ -25,6 +26,8 @@ HDF5 datasets), from the environment so that every command obeys them:
                               bomb is made of.
 """
 
+import io
+import lzma
 import math
 import os
 import re
@@ -160,9 +163,64 @@ def check_npz_arrays(path, keys):
         raise DataError(f"{path}: damaged .npz (zip) file ({exc})") from None
 
 
-def open_h5(path, what="HDF5"):
-    """Opens an HDF5 file for reading; a truncated file is named as such."""
+XZ_SUFFIX = ".xz"
+# Unpacked in pieces of this size, so that the limits refuse a bomb after at most this much more.
+_XZ_PIECE = 16 << 20
+# The last file unpacked, kept while it is small: opening a file as a source reads it twice (is it a
+# dataset file? then open it), and unpacking is most of the cost. Keyed by what changes when the file does.
+_XZ_KEEP = 256 << 20
+_last_unpacked = {}
+
+
+def unpack_xz(path):
+    """The bytes of an .xz file, unpacked in memory within the unpacking limits.
+
+    The limits are checked as the bytes come (an .xz stream need not declare its size up front), so a
+    bomb is refused after at most one piece beyond them.
+    """
+    status = os.stat(path)
+    key = (os.path.realpath(path), status.st_ino, status.st_size, status.st_mtime_ns)
+    kept = _last_unpacked.get(key)
+    if kept is not None:
+        check_unpacking(path, len(kept), status.st_size)  # the limits may have changed since
+        return kept
+    unpacked = _unpack_xz(path, status.st_size)
+    _last_unpacked.clear()
+    if len(unpacked) <= _XZ_KEEP:
+        _last_unpacked[key] = unpacked
+    return unpacked
+
+
+def _unpack_xz(path, stored):
+    decompressor = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+    pieces, unpacked = [], 0
     try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        while True:
+            piece = decompressor.decompress(data, max_length=_XZ_PIECE)
+            data = b""
+            pieces.append(piece)
+            unpacked += len(piece)
+            check_unpacking(path, unpacked, stored)
+            if decompressor.eof or (not piece and decompressor.needs_input):
+                break
+    except lzma.LZMAError as exc:
+        raise DataError(f"{path}: damaged .xz file ({exc}); refused") from None
+    if not decompressor.eof:
+        raise DataError(f"{path}: truncated .xz file (the stream ends early); refused")
+    return b"".join(pieces)
+
+
+def open_h5(path, what="HDF5"):
+    """Opens an HDF5 file for reading; a truncated file is named as such.
+
+    A name ending in .xz is an xz-compressed HDF5 file (the embedded video is stored so): it is unpacked
+    into memory and opened there.
+    """
+    try:
+        if str(path).lower().endswith(XZ_SUFFIX):
+            return h5py.File(io.BytesIO(unpack_xz(path)), "r")
         return h5py.File(path, "r")
     except OSError as exc:
         truncated = re.search(r"truncated file: eof = (\d+).*?eof = (\d+)", str(exc))

@@ -18,7 +18,7 @@ Supported:
   - the authors' KITTI files, X_*.hkl (+ sources_*.hkl beside it), see
     read_hickle for the hickle layouts that h5py can read;
   - .npz / .npy / .h5 arrays with optional per-frame sources;
-  - this project's dataset files.
+  - this project's dataset files, also xz-compressed (NAME.h5.xz).
 """
 
 from pathlib import Path
@@ -31,6 +31,7 @@ from prednet_keras.data.arrays import (
 )
 from prednet_keras.data.dataset import is_dataset_file
 from prednet_keras.data.errors import DataError
+from prednet_keras.data.guards import XZ_SUFFIX
 from prednet_keras.data.image_files import (
     IMAGE_EXTENSIONS,
     LIST_EXTENSIONS,
@@ -68,6 +69,8 @@ def open_source(path, root=None):
     if path.is_dir():
         return FramesFolder(path)
     suffix = path.suffix.lower()
+    if suffix == XZ_SUFFIX and Path(path.stem).suffix.lower() in (".h5", ".hdf5"):
+        suffix = Path(path.stem).suffix.lower()  # xz-compressed HDF5, which open_h5 unpacks
     if suffix in LIST_EXTENSIONS:
         return ListFile(path, root)
     if suffix in VIDEO_EXTENSIONS:

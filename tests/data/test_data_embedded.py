@@ -2,14 +2,26 @@
 
 from pathlib import Path
 
+import lzma
+import shutil
+
+import h5py
 import numpy as np
 import pytest
 
 import prednet_keras
-from prednet_keras.data import DataError, SequenceGenerator, embedded_dataset, open_dataset
+from prednet_keras.data import DataError, SequenceGenerator, describe, embedded_dataset, load_frames, open_dataset
 from prednet_keras.data.source_base import sha256_of
+from prednet_keras.session.training_data import dataset_checksum
 
 README = Path(__file__).resolve().parents[2] / "data" / "README.md"
+# dataset_checksum of each split as the gzipped video_SPLIT.h5 files held it (main at 291a870, before they
+# became .h5.xz): runs record it, and the study groups runs by it, so the frames and sources must not change.
+CHECKSUMS = {
+    "train": "sha256:bce6f0c4a0365f5f0fee02d4af71bf3eb79706444ade4b074888473871f2e4d3",
+    "val": "sha256:4021252f3bb87e44fe0444a510397d1c89bb97ff81557aabc8936afea3cd1b67",
+    "test": "sha256:cd482f543b0549a01f8746fd2311581c4ec03391b05c4d68c4bc9cdfbcdde4b5",
+}
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +82,61 @@ def test_public_api_gives_the_splits(splits):
     (x_train, y_train), (x_test, y_test) = prednet_keras.datasets.load_mnist()
     assert x_train.shape == (60000, 28, 28) and x_test.shape == (10000, 28, 28)
     assert y_train[:5].tolist() == [5, 0, 4, 1, 9]
+
+
+def test_frames_and_sources_are_those_the_runs_recorded(splits):
+    for split, data in splits.items():
+        assert dataset_checksum(data) == CHECKSUMS[split]
+        assert data.frames.dtype == np.uint8 and data.sources.dtype.kind == "U"
+        # Read as a source (what prednet-train --data and the recipe do): the same arrays and provenance.
+        loaded = load_frames(embedded_dataset(split), size=(128, 160))
+        assert dataset_checksum(loaded) == CHECKSUMS[split]
+        assert loaded.provenance == data.provenance and loaded.provenance["split"] == split
+
+
+def test_files_are_xz_compressed_dataset_files(splits, tmp_path):
+    """`xz -d` gives an ordinary dataset file, which any HDF5 reader opens; the readers here take both."""
+    for split, data in splits.items():
+        path = embedded_dataset(split)
+        assert path.name == f"video_{split}.h5.xz"
+        plain = tmp_path / path.stem
+        plain.write_bytes(lzma.decompress(path.read_bytes()))
+        with h5py.File(plain, "r") as handle:
+            np.testing.assert_array_equal(handle["frames"][()], data.frames)
+        unpacked = open_dataset(plain)
+        assert dataset_checksum(unpacked) == CHECKSUMS[split] and unpacked.provenance == data.provenance
+        assert describe(path)["compression"] == "xz" and describe(plain)["compression"] == "none"
+        with open_dataset(path, in_memory=False) as streamed:
+            np.testing.assert_array_equal(streamed.frames[3:5], data.frames[3:5])
+
+
+def test_a_damaged_xz_file_is_refused(tmp_path):
+    truncated = tmp_path / "video.h5.xz"
+    truncated.write_bytes(embedded_dataset("val").read_bytes()[:100_000])
+    with pytest.raises(DataError, match="truncated .xz file"):
+        open_dataset(truncated)
+    garbage = tmp_path / "garbage.h5.xz"
+    garbage.write_bytes(b"not xz at all" * 100)
+    with pytest.raises(DataError, match="damaged .xz file"):
+        load_frames(garbage)
+
+
+def test_an_xz_bomb_is_refused_before_it_is_unpacked_whole(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREDNET_MAX_UNPACKED", "1M")
+    path = tmp_path / "big.h5.xz"
+    shutil.copyfile(embedded_dataset("val"), path)
+    with pytest.raises(DataError, match="PREDNET_MAX_UNPACKED"):
+        open_dataset(path)
+
+
+def test_a_file_unpacked_before_obeys_the_limits_and_its_changes(tmp_path, monkeypatch):
+    path = tmp_path / "video.h5.xz"
+    shutil.copyfile(embedded_dataset("val"), path)
+    assert len(open_dataset(path)) == 50
+    monkeypatch.setenv("PREDNET_MAX_UNPACKED", "1M")
+    with pytest.raises(DataError, match="PREDNET_MAX_UNPACKED"):
+        open_dataset(path)
+    monkeypatch.delenv("PREDNET_MAX_UNPACKED")
+    path.unlink()
+    shutil.copyfile(embedded_dataset("test"), path)  # another file under the same name
+    assert len(open_dataset(path)) == 120

@@ -191,3 +191,19 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_model_is_scored(
                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert result.returncode == 1 and result.stderr == "Error: afile/eval cannot be made: afile is a file, not a folder.\n"
     assert "MSE" not in result.stdout and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_the_embedded_video_path_is_data_as_any_dataset_file(copy_of_run):
+    """embedded_video_path gives video_val.h5.xz; the evaluation on it is named eval-video_val, as it was for
+    the video_val.h5 it replaced, and records the path and the frames' checksum."""
+    from prednet_keras import data as pdata
+    from prednet_keras import datasets
+    from prednet_keras.session.training_data import dataset_checksum
+
+    path = datasets.embedded_video_path("val")
+    result = _invoke([copy_of_run, "--data", path])
+    assert result.exit_code == 0, result.output
+    scores = json.loads((copy_of_run / "eval-video_val" / "prediction_scores.json").read_text())
+    assert scores["data"]["source"] == str(path) and scores["data"]["frames"] == 50
+    size = tuple(scores["data"]["frame_shape"][:2])
+    assert scores["data"]["checksum"] == dataset_checksum(pdata.load_frames(path, size=size))
