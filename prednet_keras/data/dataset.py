@@ -316,6 +316,10 @@ class DatasetWriter:
 
     def __init__(self, output, overwrite=False, compression="none", expected_frames=None):
         self.output = Path(output)
+        if self.output.suffix == ".xz":
+            # Readers take NAME.h5.xz as a whole-file xz of a dataset file; this writes plain HDF5.
+            raise DataError(f"{self.output}: a dataset file is written as HDF5; name it .h5 and compress it "
+                            "afterwards with `xz` (scripts/prepare_embedded_data.py --recompress does)")
         self.overwrite = overwrite
         self._compression = _compression_kwargs(compression)
         self.compression = compression or "none"

@@ -140,3 +140,11 @@ def test_a_file_unpacked_before_obeys_the_limits_and_its_changes(tmp_path, monke
     path.unlink()
     shutil.copyfile(embedded_dataset("test"), path)  # another file under the same name
     assert len(open_dataset(path)) == 120
+
+
+def test_a_dataset_file_is_not_written_under_an_xz_name(tmp_path):
+    from prednet_keras.data.dataset import DatasetWriter
+
+    with pytest.raises(DataError, match=r"written as HDF5; name it \.h5"):
+        DatasetWriter(tmp_path / "clip.h5.xz")
+    assert list(tmp_path.iterdir()) == []
