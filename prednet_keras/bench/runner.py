@@ -21,7 +21,7 @@ import tempfile
 import time
 
 from prednet_keras import model_kinds
-from prednet_keras._options import OptionsRecord
+from prednet_keras.options.record import OptionsRecord
 
 __all__ = [
     "BENCH_FORMAT",

@@ -72,7 +72,7 @@ from keras import ops
 from keras.src import backend as _keras_backend
 
 from prednet_keras import backends
-from prednet_keras.frame_size import check_frame_size
+from prednet_keras.options.frame_size import check_frame_size
 from prednet_keras.layers.channel_alignment import channel_multiple_from_environment, pad_input_channels
 from prednet_keras.layers.device_constants import scalar
 from prednet_keras.layers.lotter_args import (

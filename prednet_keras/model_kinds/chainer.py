@@ -1,7 +1,7 @@
 """The kind "prednet-chainer": the study's Chainer-lineage PredNet, trained as the authors' main.py
 (`chainer_protocol.train_chainer_prednet`), window by window at batch 1."""
 
-from prednet_keras import value_rules as rules
+from prednet_keras.options import value_rules as rules
 from prednet_keras.model_kinds import base
 from prednet_keras.model_kinds.study_config import CHAINER_DEFAULT_SIZE, EMBEDDED_HELDOUT, TBPTT_MODES, ProtocolKind
 
@@ -58,7 +58,7 @@ class ChainerKind(ProtocolKind):
                              "layers.")
         if len(config.size) != 2 or min(config.size) < 1:
             raise ValueError(f"--size must be HxW with positive numbers, got {config.size}.")
-        from prednet_keras.frame_size import check_frame_size
+        from prednet_keras.options.frame_size import check_frame_size
 
         check_frame_size(config.size[0], config.size[1], layers)
         self._check_heldout_apart(config)

@@ -7,8 +7,8 @@ defaults and its checks are the kind's (model_kinds/chainer.py, model_kinds/auto
 import dataclasses
 import os
 
-from prednet_keras import value_rules as rules
-from prednet_keras._options import OptionsRecord
+from prednet_keras.options import value_rules as rules
+from prednet_keras.options.record import OptionsRecord
 from prednet_keras.model_kinds import base
 from prednet_keras.session.protocol import UpdateProtocol
 

@@ -47,8 +47,8 @@ import time
 from pathlib import Path
 
 from prednet_keras import diskwrite
-from prednet_keras import value_rules as rules
-from prednet_keras._options import OptionsRecord
+from prednet_keras.options import value_rules as rules
+from prednet_keras.options.record import OptionsRecord
 from prednet_keras.model_kinds import base
 from prednet_keras.session.protocol import UpdateProtocol
 

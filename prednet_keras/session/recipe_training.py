@@ -39,7 +39,7 @@ from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.memory_estimate import memory_problem
 from prednet_keras.models import LastBatchLoss, build_training_model
 from prednet_keras.session.records import Manifest
-from prednet_keras.recipe import (
+from prednet_keras.options.recipe import (
     TrainConfig,
     layer_loss_weights_for,
     learning_rate_at,

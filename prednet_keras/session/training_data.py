@@ -13,7 +13,7 @@ import threading
 import keras
 import numpy as np
 
-from prednet_keras.recipe import AUGMENTATIONS
+from prednet_keras.options.recipe import AUGMENTATIONS
 
 
 def dataset_checksum(dataset, chunk=256):

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from prednet_keras.cli.train import main as train_main
-from prednet_keras.recipe import TrainConfig, lr_drop_rule, schedule_text
+from prednet_keras.options.recipe import TrainConfig, lr_drop_rule, schedule_text
 from prednet_keras.session import folder as run_folders
 from tests.train.conftest import TINY, folder_hash
 

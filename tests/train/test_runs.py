@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from prednet_keras import diskwrite
-from prednet_keras.recipe import TrainConfig, learning_rate_at
+from prednet_keras.options.recipe import TrainConfig, learning_rate_at
 from prednet_keras.session import folder as run_folders
 from prednet_keras.session.training_data import (
     EpochBatches,

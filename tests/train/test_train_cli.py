@@ -297,7 +297,7 @@ def test_resume_refuses_changed_options_and_missing_runs(trained_run, tmp_path):
 
 
 def test_runs_recorded_before_unroll_existed_resume_with_the_loop_rolled():
-    from prednet_keras.recipe import TrainConfig
+    from prednet_keras.options.recipe import TrainConfig
 
     assert TrainConfig().unroll is True
     assert TrainConfig.from_dict(TrainConfig().to_dict()) == TrainConfig()
