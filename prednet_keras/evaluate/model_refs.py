@@ -3,7 +3,7 @@ shipped models (ModelRef), and loading one with a check that it holds the weight
 
 from pathlib import Path
 
-from prednet_keras.diskwrite import file_sha256
+from prednet_keras.files.diskwrite import file_sha256
 from prednet_keras.evaluate import EvalError
 from prednet_keras.session import folder as run_folders
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from prednet_keras import backends, diskwrite
+from prednet_keras import backends
+from prednet_keras.files import diskwrite
 from prednet_keras.evaluate import EvalError
 from prednet_keras.evaluate.model_refs import load_run_model
 from prednet_keras.evaluate.scoring import compute_scores

@@ -23,7 +23,7 @@ import zlib
 
 import keras
 
-from prednet_keras.diskwrite import temp_path_for
+from prednet_keras.files.diskwrite import temp_path_for
 
 __all__ = ["ModelFileError", "load_model", "save_model_atomically"]
 

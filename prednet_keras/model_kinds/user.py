@@ -46,7 +46,7 @@ import sys
 import time
 from pathlib import Path
 
-from prednet_keras import diskwrite
+from prednet_keras.files import diskwrite
 from prednet_keras.options import value_rules as rules
 from prednet_keras.options.record import OptionsRecord
 from prednet_keras.model_kinds import base

@@ -22,7 +22,7 @@ import contextlib
 import os
 import time
 
-from prednet_keras.diskwrite import file_sha256
+from prednet_keras.files.diskwrite import file_sha256
 from prednet_keras.session import folder as run_folders
 from prednet_keras.session.history import HISTORY_FIELDS, HistoryWriter, draw_loss
 from prednet_keras.session.records import Manifest

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 
 from prednet_keras import backends
-from prednet_keras.diskwrite import file_sha256, write_through_temporary
+from prednet_keras.files.diskwrite import file_sha256, write_through_temporary
 from prednet_keras.options.recipe import learning_rate_at
 from prednet_keras.session import interrupts
 from prednet_keras.session.display import FirstStep, is_terminal

@@ -25,7 +25,7 @@ The protocol states that it keeps no checkpoints (`can_resume` False), so these 
 
 import shutil
 
-from prednet_keras.diskwrite import write_through_temporary
+from prednet_keras.files.diskwrite import write_through_temporary
 from prednet_keras.session.display import UpdateProgress
 from prednet_keras.session.history import update_rows
 from prednet_keras.session.records import Manifest

@@ -28,7 +28,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from prednet_keras.diskwrite import _json_safe
+from prednet_keras.files.diskwrite import _json_safe
 from prednet_keras.runtime.options import RUNTIME_OPTIONS, recorded_order
 
 __all__ = [

@@ -11,7 +11,7 @@ samples of two runs can be compared point by point.
 
 import numpy as np
 
-from prednet_keras import diskwrite
+from prednet_keras.files import diskwrite
 
 __all__ = ["FILE", "Trajectory", "VALUES"]
 

@@ -162,13 +162,13 @@ def train_main(run_dir, quiet=False, resume=None):
         if os.environ.get("PREDNET_DEBUG"):
             raise
         print(f"Error: {message}", file=sys.stderr, flush=True)
-        from prednet_keras.diskwrite import NoRoomError
+        from prednet_keras.files.diskwrite import NoRoomError
 
         if isinstance(error, NoRoomError):
             _after_full_disk(folder)
         return 1
     except Exception as error:
-        from prednet_keras.diskwrite import is_space_error
+        from prednet_keras.files.diskwrite import is_space_error
         from prednet_keras.session import bookkeeping
 
         if is_space_error(error):
@@ -190,7 +190,7 @@ def _quiet_about_full_disks(previous):
     write itself fails and is reported once, as one line. Anything else goes
     to the previous hook.
     """
-    from prednet_keras.diskwrite import is_space_error
+    from prednet_keras.files.diskwrite import is_space_error
 
     def hook(unraisable):
         if not is_space_error(unraisable.exc_value):
@@ -210,7 +210,7 @@ def _after_full_disk(folder):
 def _space_message(error, folder):
     import errno
 
-    from prednet_keras.diskwrite import SPACE_ERRORS, space_message
+    from prednet_keras.files.diskwrite import SPACE_ERRORS, space_message
 
     if not (isinstance(error, OSError) and error.errno in SPACE_ERRORS):
         error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from prednet_keras.diskwrite import atomic_write_json
+from prednet_keras.files.diskwrite import atomic_write_json
 
 __all__ = ["SEED_RECORD", "StartingPointError", "StartingPoints", "start", "seed_folder", "read_seed_record"]
 
