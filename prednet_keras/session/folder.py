@@ -79,7 +79,7 @@ def new_manifest(name, options, runtime_requested, command, **extra):
     import time
 
     from prednet_keras import __version__
-    from prednet_keras.code_provenance import code_provenance
+    from prednet_keras.runtime.code_provenance import code_provenance
 
     manifest = {
         "format": RUN_FORMAT,

@@ -36,7 +36,7 @@ from prednet_keras.session.early_stopping import ResumableEarlyStopping
 from prednet_keras.session.bookkeeping import now
 from prednet_keras.session.folder import plural
 from prednet_keras.layers.lotter import check_frame_size
-from prednet_keras.memory_estimate import memory_problem
+from prednet_keras.runtime.memory_estimate import memory_problem
 from prednet_keras.models import LastBatchLoss, build_training_model
 from prednet_keras.session.records import Manifest
 from prednet_keras.options.recipe import (

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from prednet_keras.childproc import exit_status
+from prednet_keras.runtime.childproc import exit_status
 from prednet_keras.runtime import compile_cache
 from prednet_keras.session import interrupts
 
@@ -43,7 +43,7 @@ def start(run_dir, runtime_config, quiet=False, resume=None, **start_kwargs):
             time, epochs); the training process writes it once the run is verified.
         **start_kwargs: passed to childproc.start (stdout, pass_fds, death_signal, ...).
     """
-    from prednet_keras import childproc
+    from prednet_keras.runtime import childproc
 
     args = ["-m", "prednet_keras.session.worker", "train", os.fspath(run_dir)]
     if quiet:
@@ -76,14 +76,14 @@ def launch(run_dir, runtime_config, quiet=False, resume=None, pass_fds=(), every
 
 
 def _user_errors():
-    from prednet_keras.errors import USER_ERRORS
+    from prednet_keras.runtime.errors import USER_ERRORS
     from prednet_keras.runtime import RuntimeSetupError
 
     return tuple(USER_ERRORS) + (RuntimeSetupError,)
 
 
 def _one_line(error):
-    from prednet_keras.errors import one_line
+    from prednet_keras.runtime.errors import one_line
 
     return one_line(error)
 

@@ -255,7 +255,7 @@ def test_a_study_folder_from_before_replicate_seeds_resumes(tmp_path):
     saved = json.loads((tmp_path / runner.STUDY_RECORD).read_text())
     assert len(saved["invocations"]) == 1
     # Each invocation records the code it ran.
-    from prednet_keras.code_provenance import code_provenance
+    from prednet_keras.runtime.code_provenance import code_provenance
 
     recorded, now = saved["invocations"][0]["code"], code_provenance()
     assert (recorded["commit"], recorded["source"], recorded["version"]) == (now["commit"], now["source"],

@@ -201,7 +201,8 @@ class _MakerProcess:
 
 def _start_child(spec, study_dir, seeds, nudged, backend):
     """The child making the starting points of `seeds`, and the 1-ulp ones of the seeds of `nudged`."""
-    from prednet_keras import childproc, runtime
+    from prednet_keras import runtime
+    from prednet_keras.runtime import childproc
 
     config = runtime.RuntimeConfig(backend=backend, device="cpu")
     request = {"model": spec.model, "train": spec.train, "seeds": list(seeds), "ulp": list(nudged),
