@@ -29,7 +29,7 @@ def main(argv=None):
     import numpy as np
 
     keras.config.set_dtype_policy(args.precision)
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
     from prednet_keras.data import SequenceGenerator
     from prednet_keras.options.recipe import TrainConfig
     from prednet_keras.session import recipe_training, training_data

@@ -8,7 +8,7 @@ import pytest
 
 import keras
 import prednet_keras
-from prednet_keras.models import layer_loss_weights_for, time_loss_weights_for
+from prednet_keras.models.lotter import layer_loss_weights_for, time_loss_weights_for
 
 from tests.layers.numpy_prednet import prednet_reference, random_weights
 from tests.layers.test_lotter import set_named_weights

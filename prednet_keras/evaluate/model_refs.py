@@ -165,7 +165,7 @@ def load_run_model(ref):
         EvalError: the weights differ from the run's record.
     """
     from prednet_keras.formats.keras_files import load_model
-    from prednet_keras.starting_point import weights_checksum
+    from prednet_keras.models.starting_point import weights_checksum
 
     model = load_model(ref.path, compile=False)
     if ref.run_folder is None:

@@ -58,7 +58,7 @@ class LotterKind(base.ModelKind):
     def bench_runner(self, config, phase, jit_compile, rng, kit):
         import numpy as np
 
-        from prednet_keras.models import build_prediction_model
+        from prednet_keras.models.lotter import build_prediction_model
         from prednet_keras.options.recipe import TrainConfig
         from prednet_keras.session import recipe_training
 

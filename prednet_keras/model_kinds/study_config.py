@@ -123,7 +123,7 @@ class StudyConfig(OptionsRecord):
 
     def training_protocol(self):
         """The protocols' protocol object: the preset with this config's overrides."""
-        from prednet_keras import protocols
+        from prednet_keras.models import protocols
 
         overrides = {name: getattr(self, name) for name in base.get(self.model).protocol_overrides}
         return protocols.resolve_protocol(self.model, self.protocol, **overrides)

@@ -66,7 +66,7 @@ class RunSession:
         Raises:
             run_folders.RunFolderError: the file or its weights are not the ones recorded.
         """
-        from prednet_keras import starting_point
+        from prednet_keras.models import starting_point
 
         checkpoint = self.folder.path / state["checkpoint"]
         _check_checkpoint_file(checkpoint, state)

@@ -68,7 +68,7 @@ class Trajectory:
             self._snapshot(step)
 
     def _snapshot(self, step):
-        from prednet_keras import starting_point
+        from prednet_keras.models import starting_point
 
         if hasattr(self.target, "jax_state_sync"):
             # JAX fit keeps the state outside the variables between syncs.

@@ -239,7 +239,7 @@ def test_resume_refuses_a_best_model_that_is_not_the_one_recorded(tmp_path):
     import keras
 
     from prednet_keras.session.recipe_training import check_best_model
-    from prednet_keras.starting_point import weights_checksum
+    from prednet_keras.models.starting_point import weights_checksum
 
     def tiny():  # functional, as model.keras is, with fixed names: the checksum covers the weights' names
         inputs = keras.Input((2,))

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from prednet_keras.session import folder as run_folders
-from prednet_keras.starting_point import read_initial_weights
+from prednet_keras.models.starting_point import read_initial_weights
 from prednet_keras.cli.train import main as train_main
 from tests.train.conftest import TINY, train
 

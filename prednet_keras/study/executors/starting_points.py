@@ -232,7 +232,7 @@ def build_model(model, options):
 
 
 def _make(request):
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
 
     target = build_model(request["model"], request["train"])
     nudged = set(request["ulp"])
