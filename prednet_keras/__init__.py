@@ -40,11 +40,11 @@ _LAZY = {
     "load_frames": "prednet_keras.data.prepare",
     "load_mnist": "prednet_keras.data.mnist",
     "load_legacy_weights": "prednet_keras.formats.keras2",
-    "WeightedError": "prednet_keras.models",
-    "build_prediction_model": "prednet_keras.models",
-    "build_training_model": "prednet_keras.models",
-    "find_prednet": "prednet_keras.models",
-    "kitti_prednet_kwargs": "prednet_keras.models",
+    "WeightedError": "prednet_keras.models.lotter",
+    "build_prediction_model": "prednet_keras.models.lotter",
+    "build_training_model": "prednet_keras.models.lotter",
+    "find_prednet": "prednet_keras.models.lotter",
+    "kitti_prednet_kwargs": "prednet_keras.models.lotter",
 }
 _SUBMODULES = ("datasets", "pretrained")
 

@@ -30,9 +30,9 @@ VERBOSE_ENV = "PREDNET_VERBOSE"
 # Modules holding the objects registered with keras.saving.register_keras_serializable.
 SERIALIZABLE_MODULES = (
     "prednet_keras.layers",
-    "prednet_keras.models",
-    "prednet_keras.chainer_protocol",
-    "prednet_keras.autoencoder_protocol",
+    "prednet_keras.models.lotter",
+    "prednet_keras.models.chainer_protocol",
+    "prednet_keras.models.autoencoder_protocol",
 )
 _WATCHED = ("keras", "tensorflow")
 # How many prednet_keras submodules are being imported right now, and whether Keras arrived during one.

@@ -36,7 +36,7 @@ def main(argv=None):
     import keras
     import numpy as np
 
-    from prednet_keras.chainer_protocol import ChainerPredNetTrainer
+    from prednet_keras.models.chainer_protocol import ChainerPredNetTrainer
 
     height, width = (int(part) for part in args.size.split("x"))
     keras.utils.set_random_seed(args.seed)

@@ -29,9 +29,9 @@ def main(argv=None):
     import numpy as np
 
     keras.config.set_dtype_policy(args.precision)
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
     from prednet_keras.data import SequenceGenerator
-    from prednet_keras.recipe import TrainConfig
+    from prednet_keras.options.recipe import TrainConfig
     from prednet_keras.session import recipe_training, training_data
 
     config = TrainConfig(stack_sizes=(3, 16, 32, 64), nt=10, batch_size=4, size=(64, 80), val_sequences=20,

@@ -43,8 +43,8 @@ def main():
     import keras
     import numpy as np
 
-    from prednet_keras.chainer_protocol import ChainerPredNetTrainer, chainer_sequences, plan_windows
-    from prednet_keras.protocols import load_initial_weights_into
+    from prednet_keras.models.chainer_protocol import ChainerPredNetTrainer, chainer_sequences, plan_windows
+    from prednet_keras.models.protocols import load_initial_weights_into
 
     import time
 

@@ -20,7 +20,7 @@ def main(stack_sizes, nt, batch, rounds, steps_per_round):
     import numpy as np
 
     from prednet_keras.layers import device_constants
-    from prednet_keras.recipe import TrainConfig
+    from prednet_keras.options.recipe import TrainConfig
     from prednet_keras.session import recipe_training
 
     stack = tuple(int(v) for v in stack_sizes.split(","))

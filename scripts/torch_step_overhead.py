@@ -74,7 +74,7 @@ def main(argv=None):
     import torch
 
     import prednet_keras
-    from prednet_keras.recipe import TrainConfig
+    from prednet_keras.options.recipe import TrainConfig
     from prednet_keras.session import recipe_training
     from prednet_keras.session.callbacks import StepLosses
 

@@ -10,9 +10,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "prednet_keras"
 # Packages whose private names no code outside them uses (the package's own code, the tests and scripts/): the
-# runtime set-up, the run session (one training run), the file formats and the benchmark, each with what its
-# modules share public inside it.
-SEALED_PACKAGES = ("prednet_keras.runtime", "prednet_keras.session", "prednet_keras.formats", "prednet_keras.bench")
+# runtime set-up, the run session (one training run), the file formats, the benchmark, a run's options, the
+# file utilities and the models, each with what its modules share public inside it.
+SEALED_PACKAGES = ("prednet_keras.runtime", "prednet_keras.session", "prednet_keras.formats", "prednet_keras.bench",
+                   "prednet_keras.options", "prednet_keras.files", "prednet_keras.models")
 
 
 def modules():

@@ -21,7 +21,7 @@ from prednet_keras.runtime.config import jit_compile_for, runtime_config_class, 
 from prednet_keras.runtime.environment import environment_for
 from prednet_keras.runtime.options import RUNTIME_OPTIONS, backend_option
 from prednet_keras.study.spec import rules as spec_rules
-from prednet_keras.value_rules import RuleError
+from prednet_keras.options.value_rules import RuleError
 
 PACKAGE = Path(backends.__file__).parent
 NAMES = set(backends.names())

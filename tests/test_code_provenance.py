@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from prednet_keras import code_provenance as provenance
-from prednet_keras.code_provenance import COMMIT_ENV, DIRTY_ENV, code_provenance, package_sha256
+from prednet_keras.runtime import code_provenance as provenance
+from prednet_keras.runtime.code_provenance import COMMIT_ENV, DIRTY_ENV, code_provenance, package_sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMIT = "0123456789abcdef0123456789ABCDEF01234567"

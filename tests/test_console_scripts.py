@@ -92,6 +92,18 @@ def test_import_of_the_package_leaves_every_framework_out():
     assert result.stdout.strip() == "[]"
 
 
+def test_the_packages_of_the_foundation_and_the_models_face_leave_every_framework_out():
+    # The models face loads models.lotter (Keras) on first use only: a starting point is read without Keras.
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys, prednet_keras.models, prednet_keras.models.starting_point, "
+         "prednet_keras.options.recipe, prednet_keras.options.value_rules, prednet_keras.files.downloads, "
+         "prednet_keras.files.figures, prednet_keras.runtime.childproc; print([m for m in sys.modules if "
+         f"m.split('.')[0] in {FRAMEWORKS!r} or m == 'prednet_keras.models.lotter'])"],
+        env=user_environment(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 @pytest.mark.slow  # a fresh process or a training: the full suite, not the fast loop
 def test_prednet_env_reports_the_default_backend(tmp_path):
     from prednet_keras import _backend_choice

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from prednet_keras.downloads import DownloadError, cache_dir, download_timeout, fetch, source_url
-from prednet_keras.progress import ByteProgress
+from prednet_keras.files.downloads import DownloadError, cache_dir, download_timeout, fetch, source_url
+from prednet_keras.files.progress import ByteProgress
 from tests.loopback_server import LoopbackServer
 
 DATA = bytes(range(256)) * 400  # 100 KiB
@@ -87,7 +87,7 @@ def test_progress_lines_on_an_output_that_is_no_terminal():
 
 def test_importing_the_downloading_modules_or_asking_for_help_imports_no_framework():
     probe = ("import sys\n"
-             "import prednet_keras.downloads, prednet_keras.data.kitti, prednet_keras.data.kitti_raw\n"
+             "import prednet_keras.files.downloads, prednet_keras.data.kitti, prednet_keras.data.kitti_raw\n"
              "import prednet_keras.pretrained.released\n"
              "from prednet_keras.cli.data import main\n"
              "try:\n"

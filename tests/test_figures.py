@@ -5,7 +5,7 @@ import warnings
 
 from PIL import Image
 
-from prednet_keras.figures import new_figure, save_png
+from prednet_keras.files.figures import new_figure, save_png
 from prednet_keras.session.history import draw_loss
 
 ROWS = [{"kind": "step", "epoch": 1, "step": s, "global_step": s, "loss": 1.0 / s, "val_loss": None} for s in (1, 2)]

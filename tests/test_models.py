@@ -8,7 +8,7 @@ import pytest
 
 import keras
 import prednet_keras
-from prednet_keras.models import layer_loss_weights_for, time_loss_weights_for
+from prednet_keras.models.lotter import layer_loss_weights_for, time_loss_weights_for
 
 from tests.layers.numpy_prednet import prednet_reference, random_weights
 from tests.layers.test_lotter import set_named_weights
@@ -88,3 +88,14 @@ def test_find_prednet_errors():
     inputs = keras.Input((4,))
     with pytest.raises(ValueError, match="found 0"):
         prednet_keras.find_prednet(keras.Model(inputs, keras.layers.Dense(1)(inputs)))
+
+
+def test_the_models_face_offers_the_public_names_of_models_lotter():
+    from prednet_keras import models
+    from prednet_keras.models import lotter
+
+    assert sorted(models.__all__) == sorted(lotter.__all__)
+    assert all(getattr(models, name) is getattr(lotter, name) for name in lotter.__all__)
+    assert prednet_keras.build_training_model is models.build_training_model
+    with pytest.raises(AttributeError):
+        models.count_parameters  # noqa: B018 (public in lotter's module only)

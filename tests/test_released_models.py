@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from prednet_keras import pretrained
 from prednet_keras.cli.eval import main as eval_main
-from prednet_keras.file_records import ChecksumError
+from prednet_keras.files.records import ChecksumError
 from prednet_keras.pretrained import released
 from tests.kitti_files import FILT, R_STACK, STACK, model_zip
 from tests.layers.numpy_prednet import prednet_reference, random_weights

@@ -92,7 +92,7 @@ def test_shipped_model_predicts_the_same_in_a_fresh_process_on_another_backend(t
 def test_every_shipped_manifest_is_complete_and_matches_its_model_file(name, model):
     from prednet_keras.formats.keras_files import load_model
     from prednet_keras.session import folder as run_folders
-    from prednet_keras.starting_point import weights_checksum
+    from prednet_keras.models.starting_point import weights_checksum
 
     folder = run_folders.RunFolder(prednet_keras.pretrained.path(name))
     assert folder.read_manifest()["status"] == "complete"

@@ -22,7 +22,7 @@ def main(result_path, steps=4):
     import keras
     import numpy as np
 
-    from prednet_keras.recipe import TrainConfig
+    from prednet_keras.options.recipe import TrainConfig
     from prednet_keras.session import recipe_training, torch_compile
 
     config = TrainConfig(stack_sizes=(3, 4), nt=3, batch_size=2, val_sequences=0, unroll=True).resolved()

@@ -45,7 +45,7 @@ def _child(config_text, result_path, profile_dir=None):
 
         traceback.print_exc()
         result = {"ok": False, "error": f"{type(error).__name__}: {error}"}
-    from prednet_keras.diskwrite import atomic_write_json
+    from prednet_keras.files.diskwrite import atomic_write_json
 
     atomic_write_json(result_path, result)
     return 0 if result["ok"] else 1

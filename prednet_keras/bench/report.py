@@ -29,7 +29,7 @@ def document(results, command=None):
 
 def write_results(path, results, command=None, overwrite=False):
     """Writes the benchmark JSON to `path` atomically; refuses to replace a file unless `overwrite`."""
-    from prednet_keras.diskwrite import atomic_write_json
+    from prednet_keras.files.diskwrite import atomic_write_json
 
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} exists; pass --overwrite to replace it.")
@@ -135,7 +135,7 @@ def plot_results(results, path, title="prednet-bench throughput (synthetic input
     A panel is drawn for each swept quantity that takes more than one value; with
     no sweep, one bar chart of the phases.
     """
-    from prednet_keras.figures import new_figure, save_png
+    from prednet_keras.files.figures import new_figure, save_png
 
     def key(result, phase, by):
         config = result["config"]

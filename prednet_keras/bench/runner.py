@@ -21,7 +21,7 @@ import tempfile
 import time
 
 from prednet_keras import model_kinds
-from prednet_keras._options import OptionsRecord
+from prednet_keras.options.record import OptionsRecord
 
 __all__ = [
     "BENCH_FORMAT",
@@ -197,7 +197,7 @@ def run_configuration(config, runtime_config, on_output=None, profile_dir=None):
     Raises:
         BenchError: the child refused its set-up or failed (the message says why).
     """
-    from prednet_keras import childproc
+    from prednet_keras.runtime import childproc
 
     with tempfile.TemporaryDirectory(prefix="prednet-bench-") as scratch:
         result_path = os.path.join(scratch, "result.json")

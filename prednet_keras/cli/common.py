@@ -5,7 +5,7 @@ import os
 
 import click
 
-from prednet_keras.errors import USER_ERRORS, one_line
+from prednet_keras.runtime.errors import USER_ERRORS, one_line
 
 
 def fail_on_user_errors(command):

@@ -180,7 +180,7 @@ def _common_parent(refs):
 
 
 def _check_outputs(targets, comparison_dir, overwrite):
-    from prednet_keras import diskwrite
+    from prednet_keras.files import diskwrite
     from prednet_keras.evaluate import files
 
     if len({t.resolve() for t in targets}) != len(targets):

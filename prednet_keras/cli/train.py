@@ -156,7 +156,7 @@ def _train_new(options):
     schedule = None
     if not study:
         from prednet_keras.data.kitti import EMBEDDED_CLIP_NOTE
-        from prednet_keras.recipe import lr_drop_rule
+        from prednet_keras.options.recipe import lr_drop_rule
 
         schedule = {"lr_drop_epoch_rule": lr_drop_rule(options["lr_drop_epoch"], config.epochs)}
         if config.data is None:
@@ -286,7 +286,7 @@ def _study_config(options):
 
 def _train_config(options):
     from prednet_keras.data.kitti import training_data
-    from prednet_keras.recipe import AUGMENTATIONS, TrainConfig
+    from prednet_keras.options.recipe import AUGMENTATIONS, TrainConfig
 
     # --data kitti: the cached KITTI's train split, checked, and its val split unless --val-data is given.
     data, val_data = training_data(options["data"], options["val_data"])

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from prednet_keras.data.errors import DataError
-from prednet_keras.diskwrite import (  # noqa: F401  (the data layer's writers use them from here)
+from prednet_keras.files.diskwrite import (  # noqa: F401  (the data layer's writers use them from here)
     SPACE_ERRORS,
     TEMP_PREFIX,
     room_for,

@@ -38,7 +38,7 @@ import h5py
 import numpy as np
 
 from prednet_keras.data.errors import DataError
-from prednet_keras.diskwrite import format_bytes
+from prednet_keras.files.diskwrite import format_bytes
 
 MAX_UNPACKED_VARIABLE = "PREDNET_MAX_UNPACKED"
 MAX_RATIO_VARIABLE = "PREDNET_MAX_UNPACK_RATIO"

@@ -12,7 +12,7 @@ The files are the authors' own (hickle files of uint8 frames, 128x160, with the 
 sources_*.hkl), read by data.hickle with h5py alone. What comes out of the zip is checked before it takes
 its place: the six files, frames of 128x160x3 uint8 with one source id each; an archive that is not that is
 refused and removed. Every later use checks the files against the checksums recorded when they arrived
-(file_records), so a file damaged or changed since is refused before anything trains on it.
+(files.records), so a file damaged or changed since is refused before anything trains on it.
 No framework at import.
 """
 
@@ -23,10 +23,10 @@ from pathlib import Path
 
 from prednet_keras.data.errors import DataError
 from prednet_keras.data.guards import ZIP_ERRORS, check_unpacking
-from prednet_keras.diskwrite import NoRoomError, format_bytes, is_space_error, room_for, space_message, temp_path_for
-from prednet_keras.downloads import cache_dir, fetch, folder_lock, source_url
-from prednet_keras.file_records import ChecksumError, FileRecord
-from prednet_keras.progress import ByteProgress
+from prednet_keras.files.diskwrite import NoRoomError, format_bytes, is_space_error, room_for, space_message, temp_path_for
+from prednet_keras.files.downloads import cache_dir, fetch, folder_lock, source_url
+from prednet_keras.files.records import ChecksumError, FileRecord
+from prednet_keras.files.progress import ByteProgress
 
 __all__ = ["DATA_NAMES", "EMBEDDED_CLIP_NOTE", "FRAME_SHAPE", "SPLITS", "describe_splits", "fetch_kitti",
            "kitti_file", "kitti_folder", "kitti_status", "name_of", "resolve_data", "training_data"]

@@ -26,8 +26,8 @@ from pathlib import Path
 from prednet_keras.data.errors import DataError
 from prednet_keras.data.image_files import IMAGE_EXTENSIONS, FileSequence, natural_key
 from prednet_keras.data.kitti import FRAME_SHAPE, RAW_FILES, SPLITS, kitti_folder
-from prednet_keras.downloads import folder_lock
-from prednet_keras.file_records import FileRecord
+from prednet_keras.files.downloads import folder_lock
+from prednet_keras.files.records import FileRecord
 
 __all__ = ["CATEGORIES", "TEST_RECORDINGS", "VAL_RECORDINGS", "find_drives", "prepare_raw_kitti", "split_drives"]
 

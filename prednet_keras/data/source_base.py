@@ -4,7 +4,7 @@ record, a dataset view), and what readers share: the file hash and the frames sh
 from pathlib import Path
 
 from prednet_keras.data.errors import DataError
-from prednet_keras.diskwrite import file_sha256 as sha256_of
+from prednet_keras.files.diskwrite import file_sha256 as sha256_of
 
 
 

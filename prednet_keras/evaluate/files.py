@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from prednet_keras import diskwrite
-from prednet_keras.figures import new_figure, save_png
+from prednet_keras.files import diskwrite
+from prednet_keras.files.figures import new_figure, save_png
 from prednet_keras.evaluate.metrics import METRICS, headline
 from prednet_keras.evaluate.scoring import baseline_verdict
 

@@ -3,7 +3,7 @@ shipped models (ModelRef), and loading one with a check that it holds the weight
 
 from pathlib import Path
 
-from prednet_keras.diskwrite import file_sha256
+from prednet_keras.files.diskwrite import file_sha256
 from prednet_keras.evaluate import EvalError
 from prednet_keras.session import folder as run_folders
 
@@ -165,7 +165,7 @@ def load_run_model(ref):
         EvalError: the weights differ from the run's record.
     """
     from prednet_keras.formats.keras_files import load_model
-    from prednet_keras.starting_point import weights_checksum
+    from prednet_keras.models.starting_point import weights_checksum
 
     model = load_model(ref.path, compile=False)
     if ref.run_folder is None:

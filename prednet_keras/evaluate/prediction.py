@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from prednet_keras import backends, diskwrite
+from prednet_keras import backends
+from prednet_keras.files import diskwrite
 from prednet_keras.evaluate import EvalError
 from prednet_keras.evaluate.model_refs import load_run_model
 from prednet_keras.evaluate.scoring import compute_scores
@@ -77,7 +78,7 @@ def predict(model, X, nt=None, extrap_start=None, batch_size=8, jit_compile=None
     """
     import keras
 
-    from prednet_keras.models import build_prediction_model
+    from prednet_keras.models.lotter import build_prediction_model
 
     nt = X.shape[1] if nt is None else nt
     if extrap_start is not None and not 0 < extrap_start < nt:
@@ -148,7 +149,7 @@ def evaluate_autoencoder(model, data, target, plots=10):
     Returns:
         The scores dict.
     """
-    from prednet_keras import autoencoder as ae
+    from prednet_keras.models import autoencoder as ae
     from prednet_keras.data import load_mnist
 
     if tuple(model.outputs[0].shape) != tuple(model.inputs[0].shape):

@@ -151,7 +151,7 @@ def load_legacy_weights(target, path):
         ValueError: the file's arrays do not match the layer (missing, extra,
             or a different shape); nothing is assigned in that case.
     """
-    from prednet_keras.models import find_prednet
+    from prednet_keras.models.lotter import find_prednet
 
     layer = find_prednet(target)
     if not layer.built:

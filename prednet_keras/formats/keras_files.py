@@ -23,7 +23,7 @@ import zlib
 
 import keras
 
-from prednet_keras.diskwrite import temp_path_for
+from prednet_keras.files.diskwrite import temp_path_for
 
 __all__ = ["ModelFileError", "load_model", "save_model_atomically"]
 
@@ -40,7 +40,7 @@ ALLOWED_MODULES = ("keras", "prednet_keras", "builtins")
 # Keras modules whose functions are no part of a model: they load or fetch
 # files or turn safe mode off (recent Keras refuses them itself too).
 NON_MODELING_MODULES = ("backend", "config", "models", "preprocessing", "saving", "utils")
-# Lambda layers run Python code; prednet-keras models have none (models.py).
+# Lambda layers run Python code; prednet-keras models have none (models/).
 CODE_CLASSES = ("Lambda", "__lambda__")
 
 

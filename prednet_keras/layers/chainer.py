@@ -64,7 +64,7 @@ DEFAULT_FRAME_SIZE = (120, 160)  # (H, W): the study's 160x120 frames
 # Initial values are drawn with numpy, as Chainer draws them. Besides fidelity
 # this spares JAX one XLA compilation per weight shape when the layer is built
 # (seconds per layer on a small CPU). The classes subclass Keras' own, so
-# `prednet_keras.starting_point` knows their distributions.
+# `prednet_keras.models.starting_point` knows their distributions.
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)

@@ -53,7 +53,7 @@ each for a reason:
   bfloat16 numbers; E_0 enters the state (and A_1's convolution) in bfloat16;
 - the per-layer mean errors (output_mode "error" / "all"): the mean of each E_l
   is taken in float32, as the loss is made of them (and `WeightedError` in
-  models.py, the loss itself, is float32 whatever the policy);
+  models/lotter.py, the loss itself, is float32 whatever the policy);
 - the biases' gradients: a bias is broadcast in float32 and then cast, so that
   its gradient, a sum over batch and pixels, is taken in float32;
 - what the layer takes and gives: `compute_dtype` of the layer and of the cell is
@@ -72,7 +72,7 @@ from keras import ops
 from keras.src import backend as _keras_backend
 
 from prednet_keras import backends
-from prednet_keras.frame_size import check_frame_size
+from prednet_keras.options.frame_size import check_frame_size
 from prednet_keras.layers.channel_alignment import channel_multiple_from_environment, pad_input_channels
 from prednet_keras.layers.device_constants import scalar
 from prednet_keras.layers.lotter_args import (

@@ -1,4 +1,4 @@
-"""The kind "autoencoder": the study's MNIST control (`prednet_keras.autoencoder`), trained one image per
+"""The kind "autoencoder": the study's MNIST control (`prednet_keras.models.autoencoder`), trained one image per
 update (`autoencoder_protocol.train_autoencoder`)."""
 
 import os
@@ -51,7 +51,7 @@ class AutoencoderKind(ProtocolKind):
         return load_mnist(config.data)
 
     def build(self, config, data):
-        from prednet_keras import autoencoder as ae
+        from prednet_keras.models import autoencoder as ae
 
         return ae.build_autoencoder(config.autoencoder)
 
@@ -61,7 +61,7 @@ class AutoencoderKind(ProtocolKind):
         return self.build(config, None)
 
     def plan(self, config, data, preset):
-        from prednet_keras import autoencoder_protocol, starting_point
+        from prednet_keras.models import autoencoder_protocol, starting_point
 
         order = autoencoder_protocol.autoencoder_order(len(data[0][0]), preset.images, config.seed)
         return preset.images, starting_point.order_checksum(order)
@@ -75,7 +75,7 @@ class AutoencoderKind(ProtocolKind):
         return {"model": config.model, "preset": dataclasses.asdict(preset), "autoencoder": config.autoencoder}
 
     def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start):
-        from prednet_keras import autoencoder_protocol
+        from prednet_keras.models import autoencoder_protocol
 
         return autoencoder_protocol.train_autoencoder(
             config.autoencoder,
@@ -93,8 +93,8 @@ class AutoencoderKind(ProtocolKind):
     def bench_runner(self, config, phase, jit_compile, rng, kit):
         import numpy as np
 
-        from prednet_keras import autoencoder
-        from prednet_keras.protocols import chainer_adam
+        from prednet_keras.models import autoencoder
+        from prednet_keras.models.protocols import chainer_adam
 
         model = autoencoder.build_autoencoder(config.autoencoder)
         model.compile(optimizer=chainer_adam(), loss="mean_squared_error", jit_compile=jit_compile)

@@ -16,7 +16,7 @@ the spot, through the one factory registered for references.
 
 import dataclasses
 
-from prednet_keras import value_rules as rules
+from prednet_keras.options import value_rules as rules
 
 __all__ = ["SHARED_TRAIN_RULES", "BenchDefaults", "ModelKind", "get", "is_reference", "kinds", "names", "register",
            "register_reference_kind"]

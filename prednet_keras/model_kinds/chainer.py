@@ -1,7 +1,7 @@
 """The kind "prednet-chainer": the study's Chainer-lineage PredNet, trained as the authors' main.py
 (`chainer_protocol.train_chainer_prednet`), window by window at batch 1."""
 
-from prednet_keras import value_rules as rules
+from prednet_keras.options import value_rules as rules
 from prednet_keras.model_kinds import base
 from prednet_keras.model_kinds.study_config import CHAINER_DEFAULT_SIZE, EMBEDDED_HELDOUT, TBPTT_MODES, ProtocolKind
 
@@ -58,7 +58,7 @@ class ChainerKind(ProtocolKind):
                              "layers.")
         if len(config.size) != 2 or min(config.size) < 1:
             raise ValueError(f"--size must be HxW with positive numbers, got {config.size}.")
-        from prednet_keras.frame_size import check_frame_size
+        from prednet_keras.options.frame_size import check_frame_size
 
         check_frame_size(config.size[0], config.size[1], layers)
         self._check_heldout_apart(config)
@@ -95,12 +95,12 @@ class ChainerKind(ProtocolKind):
         return pdata.load_frames(config.data or pdata.embedded_dataset("train"), size=config.size)
 
     def build(self, config, data):
-        from prednet_keras import chainer_protocol
+        from prednet_keras.models import chainer_protocol
 
         return chainer_protocol.build_chainer_prednet(data.frame_shape, config.model_config())
 
     def plan(self, config, data, preset):
-        from prednet_keras import chainer_protocol, starting_point
+        from prednet_keras.models import chainer_protocol, starting_point
 
         windows, _ = chainer_protocol.plan_windows(
             [len(s) for s in chainer_protocol.chainer_sequences(data)], preset.period, preset.bprop
@@ -111,7 +111,7 @@ class ChainerKind(ProtocolKind):
         )
 
     def evaluate_heldout(self, config, model):
-        from prednet_keras import chainer_protocol
+        from prednet_keras.models import chainer_protocol
         from prednet_keras import data as pdata
         from prednet_keras.session.training_data import describe_data
 
@@ -155,7 +155,7 @@ class ChainerKind(ProtocolKind):
                 "size": list(config.size)}
 
     def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start):
-        from prednet_keras import chainer_protocol
+        from prednet_keras.models import chainer_protocol
 
         return chainer_protocol.train_chainer_prednet(
             data,
@@ -176,7 +176,7 @@ class ChainerKind(ProtocolKind):
     def bench_runner(self, config, phase, jit_compile, rng, kit):
         import numpy as np
 
-        from prednet_keras.chainer_protocol import ChainerPredNetTrainer
+        from prednet_keras.models.chainer_protocol import ChainerPredNetTrainer
 
         model_config = {"stack_sizes": tuple(config.stack_sizes)}
         trainer = ChainerPredNetTrainer(config.frame_shape, model_config, bprop=config.nt, jit_compile=jit_compile,

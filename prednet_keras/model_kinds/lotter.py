@@ -1,7 +1,7 @@
 """The kind "prednet": Lotter's PredNet, trained by the authors' KITTI recipe (its protocol,
 session.protocol.RecipeProtocol, runs session/recipe_training.py: epochs, validation, checkpoints, --resume)."""
 
-from prednet_keras import value_rules as rules
+from prednet_keras.options import value_rules as rules
 from prednet_keras.model_kinds import base
 from prednet_keras.session.protocol import RecipeProtocol
 
@@ -21,12 +21,12 @@ class LotterKind(base.ModelKind):
     predating_train_options = {"unroll": False, "augment": [], "patience": None}
 
     def config_class(self):
-        from prednet_keras.recipe import TrainConfig
+        from prednet_keras.options.recipe import TrainConfig
 
         return TrainConfig
 
     def train_rules(self):
-        from prednet_keras.recipe import AUGMENTATIONS
+        from prednet_keras.options.recipe import AUGMENTATIONS
 
         return {
             **base.SHARED_TRAIN_RULES,
@@ -47,7 +47,7 @@ class LotterKind(base.ModelKind):
         }
 
     def build_for_starting_point(self, options):
-        from prednet_keras.recipe import TrainConfig
+        from prednet_keras.options.recipe import TrainConfig
         from prednet_keras.session import recipe_training, training_data
 
         config = TrainConfig.from_dict(options).resolved()
@@ -58,8 +58,8 @@ class LotterKind(base.ModelKind):
     def bench_runner(self, config, phase, jit_compile, rng, kit):
         import numpy as np
 
-        from prednet_keras.models import build_prediction_model
-        from prednet_keras.recipe import TrainConfig
+        from prednet_keras.models.lotter import build_prediction_model
+        from prednet_keras.options.recipe import TrainConfig
         from prednet_keras.session import recipe_training
 
         train_config = TrainConfig(

@@ -7,8 +7,8 @@ defaults and its checks are the kind's (model_kinds/chainer.py, model_kinds/auto
 import dataclasses
 import os
 
-from prednet_keras import value_rules as rules
-from prednet_keras._options import OptionsRecord
+from prednet_keras.options import value_rules as rules
+from prednet_keras.options.record import OptionsRecord
 from prednet_keras.model_kinds import base
 from prednet_keras.session.protocol import UpdateProtocol
 
@@ -123,7 +123,7 @@ class StudyConfig(OptionsRecord):
 
     def training_protocol(self):
         """The protocols' protocol object: the preset with this config's overrides."""
-        from prednet_keras import protocols
+        from prednet_keras.models import protocols
 
         overrides = {name: getattr(self, name) for name in base.get(self.model).protocol_overrides}
         return protocols.resolve_protocol(self.model, self.protocol, **overrides)

@@ -46,9 +46,9 @@ import sys
 import time
 from pathlib import Path
 
-from prednet_keras import diskwrite
-from prednet_keras import value_rules as rules
-from prednet_keras._options import OptionsRecord
+from prednet_keras.files import diskwrite
+from prednet_keras.options import value_rules as rules
+from prednet_keras.options.record import OptionsRecord
 from prednet_keras.model_kinds import base
 from prednet_keras.session.protocol import UpdateProtocol
 
@@ -299,14 +299,14 @@ class UserModelKind(base.ModelKind):
         )
 
     def _orders(self, count, preset, seed):
-        from prednet_keras import starting_point
+        from prednet_keras.models import starting_point
 
         return [starting_point.data_order(count, seed, epoch=k if k else None) for k in range(preset.epochs)]
 
     def plan(self, config, data, preset):
         import numpy as np
 
-        from prednet_keras import starting_point
+        from prednet_keras.models import starting_point
 
         count = len(data.train_data[0])
         orders = self._orders(count, preset, config.seed)
@@ -323,7 +323,7 @@ class UserModelKind(base.ModelKind):
     def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start):
         import keras
 
-        from prednet_keras import protocols
+        from prednet_keras.models import protocols
 
         model = data.model
         initial = protocols.load_initial_weights_into(model, initial_weights, config.seed)
@@ -384,6 +384,6 @@ def _batch_loss_metric(loss):
     """A metric holding the loss of the last batch alone (Keras' "loss" log is a running mean)."""
     import keras
 
-    from prednet_keras.models import LastBatchMetric
+    from prednet_keras.models.lotter import LastBatchMetric
 
     return LastBatchMetric(loss=keras.losses.get(loss) if isinstance(loss, str) else loss)

@@ -20,9 +20,9 @@ from collections import namedtuple
 
 from prednet_keras.data.errors import DataError
 from prednet_keras.data.guards import ZIP_ERRORS, check_unpacking
-from prednet_keras.diskwrite import temp_path_for
-from prednet_keras.downloads import cache_dir, fetch, folder_lock, source_url
-from prednet_keras.file_records import FileRecord
+from prednet_keras.files.diskwrite import temp_path_for
+from prednet_keras.files.downloads import cache_dir, fetch, folder_lock, source_url
+from prednet_keras.files.records import FileRecord
 from prednet_keras.formats.keras2 import LegacyFormatError
 
 __all__ = ["RELEASES", "Release", "is_cached", "load", "model_folder", "model_path", "names"]

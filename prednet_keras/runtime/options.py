@@ -21,7 +21,7 @@ import dataclasses
 import re
 
 from prednet_keras import backends
-from prednet_keras.value_rules import Boolean, Choice, Text, Whole
+from prednet_keras.options.value_rules import Boolean, Choice, Text, Whole
 
 # Keras dtype policies a run may ask for: float32 throughout, or float32 variables with
 # bfloat16 activations (PredNet keeps its cell state, the error against the frame, the error

@@ -16,7 +16,8 @@ import os
 import sys
 import tempfile
 
-from prednet_keras import _framework_import, childproc, runtime
+from prednet_keras import _framework_import, runtime
+from prednet_keras.runtime import childproc
 
 __all__ = ["probe"]
 

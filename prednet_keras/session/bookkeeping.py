@@ -22,7 +22,7 @@ import contextlib
 import os
 import time
 
-from prednet_keras.diskwrite import file_sha256
+from prednet_keras.files.diskwrite import file_sha256
 from prednet_keras.session import folder as run_folders
 from prednet_keras.session.history import HISTORY_FIELDS, HistoryWriter, draw_loss
 from prednet_keras.session.records import Manifest
@@ -66,7 +66,7 @@ class RunSession:
         Raises:
             run_folders.RunFolderError: the file or its weights are not the ones recorded.
         """
-        from prednet_keras import starting_point
+        from prednet_keras.models import starting_point
 
         checkpoint = self.folder.path / state["checkpoint"]
         _check_checkpoint_file(checkpoint, state)

@@ -1,5 +1,5 @@
 """The Keras callbacks through which every protocol of the training session reports (its metric,
-`LastBatchLoss`, the per-step loss history.csv records, is in models.py with the other models' metrics).
+`LastBatchLoss`, the per-step loss history.csv records, is in models/lotter.py with the other models' metrics).
 
 Lotter's recipe, under Keras' fit: `RunRecorder` (history rows, a checkpoint every completed epoch, the best
 model kept), `StopOnRequest`, `FirstCallAnnouncer` and `ProgressLogger` (the progress lines of `display`,
@@ -21,8 +21,8 @@ import keras
 import numpy as np
 
 from prednet_keras import backends
-from prednet_keras.diskwrite import file_sha256, write_through_temporary
-from prednet_keras.recipe import learning_rate_at
+from prednet_keras.files.diskwrite import file_sha256, write_through_temporary
+from prednet_keras.options.recipe import learning_rate_at
 from prednet_keras.session import interrupts
 from prednet_keras.session.display import FirstStep, is_terminal
 from prednet_keras.session.history import draw_loss
@@ -150,7 +150,7 @@ class RunRecorder(keras.callbacks.Callback):
         if self.trajectory is not None:
             # Before the checkpoint: a resumed run drops snapshots past its checkpoint.
             self.trajectory.save()
-        from prednet_keras.starting_point import weights_checksum
+        from prednet_keras.models.starting_point import weights_checksum
 
         checkpoint = self.folder.checkpoint_path(done)
 

@@ -18,7 +18,7 @@ No framework at import.
 
 import time
 
-from prednet_keras.progress import duration_text, is_terminal
+from prednet_keras.files.progress import duration_text, is_terminal
 
 __all__ = ["FirstStep", "UpdateProgress", "duration_text", "is_terminal"]
 

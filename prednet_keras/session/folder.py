@@ -33,7 +33,7 @@ import os
 import shutil
 from pathlib import Path
 
-from prednet_keras.diskwrite import TEMP_PREFIX, atomic_write, atomic_write_json
+from prednet_keras.files.diskwrite import TEMP_PREFIX, atomic_write, atomic_write_json
 from prednet_keras.session.history import HistoryWriter, csv_text, parse_row
 from prednet_keras.session.records import RUN_FORMAT, Manifest, Result
 from prednet_keras.session.records import SCHEMA_VERSION as RUN_FORMAT_VERSION
@@ -79,7 +79,7 @@ def new_manifest(name, options, runtime_requested, command, **extra):
     import time
 
     from prednet_keras import __version__
-    from prednet_keras.code_provenance import code_provenance
+    from prednet_keras.runtime.code_provenance import code_provenance
 
     manifest = {
         "format": RUN_FORMAT,

@@ -5,7 +5,7 @@ import csv
 import io
 from pathlib import Path
 
-from prednet_keras.figures import new_figure, save_png
+from prednet_keras.files.figures import new_figure, save_png
 
 
 # kind: "step" rows carry the loss of one batch; "epoch" rows the mean training

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from prednet_keras.diskwrite import atomic_write_json
+from prednet_keras.files.diskwrite import atomic_write_json
 from prednet_keras.session.folder import RunFolderError
 
 __all__ = ["LOCKS", "FolderLock", "RunFolderLocked", "RunLock"]

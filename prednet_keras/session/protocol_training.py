@@ -25,7 +25,7 @@ The protocol states that it keeps no checkpoints (`can_resume` False), so these 
 
 import shutil
 
-from prednet_keras.diskwrite import write_through_temporary
+from prednet_keras.files.diskwrite import write_through_temporary
 from prednet_keras.session.display import UpdateProgress
 from prednet_keras.session.history import update_rows
 from prednet_keras.session.records import Manifest
@@ -52,7 +52,7 @@ def run_protocol(run, kind, runtime_record=None, quiet=False, session_callbacks=
     """
     import keras
 
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
     from prednet_keras.session.callbacks import TrajectorySnapshots, UpdateProgressLines, UpdateRows
     from prednet_keras.session.recipe_training import jit_compile_for
 
@@ -161,7 +161,7 @@ def _starting_point(config, path, build, chainer_npz_ok=False):
     Returns:
         (record for the manifest, the path the protocol starts from).
     """
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
 
     if config.init_weights:
         source = str(config.init_weights)

@@ -36,10 +36,10 @@ from prednet_keras.session.early_stopping import ResumableEarlyStopping
 from prednet_keras.session.bookkeeping import now
 from prednet_keras.session.folder import plural
 from prednet_keras.layers.lotter import check_frame_size
-from prednet_keras.memory_estimate import memory_problem
-from prednet_keras.models import LastBatchLoss, build_training_model
+from prednet_keras.runtime.memory_estimate import memory_problem
+from prednet_keras.models.lotter import LastBatchLoss, build_training_model
 from prednet_keras.session.records import Manifest
-from prednet_keras.recipe import (
+from prednet_keras.options.recipe import (
     TrainConfig,
     layer_loss_weights_for,
     learning_rate_at,
@@ -139,7 +139,7 @@ def check_best_model(folder, state):
     """Refuses to resume a run whose model.keras is not the best epoch's model that state.json records:
     training on would write a manifest vouching for a file it did not make."""
     from prednet_keras.formats.keras_files import load_model
-    from prednet_keras.starting_point import weights_checksum
+    from prednet_keras.models.starting_point import weights_checksum
 
     expected = state.get("model_weights_checksum")
     if not expected:
@@ -180,7 +180,7 @@ def run_training(run, runtime_record=None, quiet=False, resume=None, session_cal
     Returns:
         The manifest's "result" dict.
     """
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
 
     folder, manifest = run.folder, run.manifest
     options = dict(manifest["options"])

@@ -28,7 +28,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from prednet_keras.diskwrite import _json_safe
+from prednet_keras.files.diskwrite import json_safe
 from prednet_keras.runtime.options import RUNTIME_OPTIONS, recorded_order
 
 __all__ = [
@@ -364,7 +364,7 @@ class Manifest(Record):
 
     def to_json(self):
         """The text folder.RunFolder.write_manifest writes (diskwrite.atomic_write_json, indented)."""
-        return json.dumps(_json_safe(self.to_dict()), sort_keys=False, indent=2) + "\n"
+        return json.dumps(json_safe(self.to_dict()), sort_keys=False, indent=2) + "\n"
 
     @classmethod
     def coerce(cls, manifest):

@@ -136,7 +136,7 @@ def resumable_run(folder):
             checkpoints, a manifest without a prednet run's options and runtime, or a run that stopped early.
     """
     from prednet_keras import model_kinds, runtime
-    from prednet_keras.recipe import TrainConfig
+    from prednet_keras.options.recipe import TrainConfig
     from prednet_keras.session.records import Manifest
 
     manifest, done = folder.check_resumable()

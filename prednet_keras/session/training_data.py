@@ -13,7 +13,7 @@ import threading
 import keras
 import numpy as np
 
-from prednet_keras.recipe import AUGMENTATIONS
+from prednet_keras.options.recipe import AUGMENTATIONS
 
 
 def dataset_checksum(dataset, chunk=256):
@@ -231,14 +231,14 @@ def pass_order(count, seed, k):
     epochs: pass 0 is `starting_point.data_order(count, seed)`, pass k
     `data_order(count, seed, epoch=k)`.
     """
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
 
     return starting_point.data_order(count, seed, epoch=k if k else None)
 
 
 def run_order_checksum(count, config):
     """Checksum of every sequence index the whole run visits, in order (EpochBatches' stream)."""
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
 
     positions = config.epochs * config.steps_per_epoch * config.batch_size
     passes = -(-positions // count)

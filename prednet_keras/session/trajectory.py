@@ -11,7 +11,7 @@ samples of two runs can be compared point by point.
 
 import numpy as np
 
-from prednet_keras import diskwrite
+from prednet_keras.files import diskwrite
 
 __all__ = ["FILE", "Trajectory", "VALUES"]
 
@@ -68,7 +68,7 @@ class Trajectory:
             self._snapshot(step)
 
     def _snapshot(self, step):
-        from prednet_keras import starting_point
+        from prednet_keras.models import starting_point
 
         if hasattr(self.target, "jax_state_sync"):
             # JAX fit keeps the state outside the variables between syncs.

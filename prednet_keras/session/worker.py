@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from prednet_keras.childproc import exit_status
+from prednet_keras.runtime.childproc import exit_status
 from prednet_keras.runtime import compile_cache
 from prednet_keras.session import interrupts
 
@@ -43,7 +43,7 @@ def start(run_dir, runtime_config, quiet=False, resume=None, **start_kwargs):
             time, epochs); the training process writes it once the run is verified.
         **start_kwargs: passed to childproc.start (stdout, pass_fds, death_signal, ...).
     """
-    from prednet_keras import childproc
+    from prednet_keras.runtime import childproc
 
     args = ["-m", "prednet_keras.session.worker", "train", os.fspath(run_dir)]
     if quiet:
@@ -76,14 +76,14 @@ def launch(run_dir, runtime_config, quiet=False, resume=None, pass_fds=(), every
 
 
 def _user_errors():
-    from prednet_keras.errors import USER_ERRORS
+    from prednet_keras.runtime.errors import USER_ERRORS
     from prednet_keras.runtime import RuntimeSetupError
 
     return tuple(USER_ERRORS) + (RuntimeSetupError,)
 
 
 def _one_line(error):
-    from prednet_keras.errors import one_line
+    from prednet_keras.runtime.errors import one_line
 
     return one_line(error)
 
@@ -162,13 +162,13 @@ def train_main(run_dir, quiet=False, resume=None):
         if os.environ.get("PREDNET_DEBUG"):
             raise
         print(f"Error: {message}", file=sys.stderr, flush=True)
-        from prednet_keras.diskwrite import NoRoomError
+        from prednet_keras.files.diskwrite import NoRoomError
 
         if isinstance(error, NoRoomError):
             _after_full_disk(folder)
         return 1
     except Exception as error:
-        from prednet_keras.diskwrite import is_space_error
+        from prednet_keras.files.diskwrite import is_space_error
         from prednet_keras.session import bookkeeping
 
         if is_space_error(error):
@@ -190,7 +190,7 @@ def _quiet_about_full_disks(previous):
     write itself fails and is reported once, as one line. Anything else goes
     to the previous hook.
     """
-    from prednet_keras.diskwrite import is_space_error
+    from prednet_keras.files.diskwrite import is_space_error
 
     def hook(unraisable):
         if not is_space_error(unraisable.exc_value):
@@ -210,7 +210,7 @@ def _after_full_disk(folder):
 def _space_message(error, folder):
     import errno
 
-    from prednet_keras.diskwrite import SPACE_ERRORS, space_message
+    from prednet_keras.files.diskwrite import SPACE_ERRORS, space_message
 
     if not (isinstance(error, OSError) and error.errno in SPACE_ERRORS):
         error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 
 from prednet_keras import _backend_choice, model_kinds
-from prednet_keras.code_provenance import code_provenance
-from prednet_keras.diskwrite import atomic_write_json
+from prednet_keras.runtime.code_provenance import code_provenance
+from prednet_keras.files.diskwrite import atomic_write_json
 from prednet_keras.session import folder as run_folders
 from prednet_keras.session.lock import FolderLock, RunFolderLocked
 from prednet_keras.study import archive

@@ -24,7 +24,7 @@
 # so callers export, in that command,
 #   PREDNET_SOURCE_COMMIT=$(git rev-parse HEAD)
 #   PREDNET_SOURCE_DIRTY=$(git status --porcelain -- prednet_keras | grep -q . && echo 1 || echo 0)
-# (prednet_keras/code_provenance.py; a copy that carries .git records what git says there instead).
+# (prednet_keras/runtime/code_provenance.py; a copy that carries .git records what git says there instead).
 set -u
 dest=${1:-${OUT:-}}
 [ -n "$dest" ] || { echo "usage: bash scripts/device/$script.sh OUT" >&2; exit 2; }

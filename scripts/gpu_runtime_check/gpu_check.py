@@ -1,4 +1,4 @@
-# Sanity check of the runtime package / starting_point.py on the GPU machine (not part of the repo).
+# Sanity check of the runtime package / models/starting_point.py on the GPU machine (not part of the repo).
 import json, os, subprocess, sys, time
 sys.path.insert(0, os.getcwd())
 from prednet_keras.runtime import RuntimeConfig as C

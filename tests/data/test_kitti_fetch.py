@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from prednet_keras.cli.data import main as data_main
 from prednet_keras.data import kitti
-from prednet_keras.file_records import ChecksumError
+from prednet_keras.files.records import ChecksumError
 from tests.kitti_files import kitti_zip
 from tests.loopback_server import LoopbackServer
 
@@ -220,7 +220,7 @@ def test_an_http_error_names_the_answer(authors):
 
 
 def test_one_fetch_at_a_time(authors):
-    from prednet_keras.downloads import folder_lock
+    from prednet_keras.files.downloads import folder_lock
 
     with folder_lock(authors.folder, "prednet-data kitti"):
         line = refused(run())

@@ -6,7 +6,7 @@ import pytest
 import keras
 import prednet_keras
 from prednet_keras import PredNet, keras2_hard_sigmoid
-from prednet_keras.models import count_parameters
+from prednet_keras.models.lotter import count_parameters
 
 from tests.layers.numpy_prednet import prednet_reference, random_weights
 

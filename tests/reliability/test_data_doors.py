@@ -291,7 +291,7 @@ def test_nan_frame_through_prednet_train_data(tmp_path):
     # prednet-train --data loads frames with load_training_data in its worker,
     # which prints a DataError as one line and exits 1 (a fresh worker takes
     # ~10-20 s to import a backend, so the door itself is tested here).
-    from prednet_keras.recipe import TrainConfig
+    from prednet_keras.options.recipe import TrainConfig
     from prednet_keras.session.training_data import load_training_data
 
     np.savez(tmp_path / "clip.npz", frames=float_frames(count=30, bad=(7, 3, 3, 1), value=np.inf))

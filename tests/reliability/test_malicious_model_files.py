@@ -646,7 +646,7 @@ def swap_checkpoint(path, change):
 
 
 def swap_initial_weights(path, change):
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
 
     weights, info = starting_point.read_initial_weights(path)
     if change == "initial-shape":

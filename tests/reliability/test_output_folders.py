@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from prednet_keras.diskwrite import NotWritableError, require_writable_folder
+from prednet_keras.files.diskwrite import NotWritableError, require_writable_folder
 
 
 def test_a_folder_under_a_file_or_a_read_only_folder_is_refused_before_anything_is_made(tmp_path, monkeypatch):

@@ -63,7 +63,8 @@ def task_readback():
 
 def task_load(*pairs):
     """For each MODEL=PATH: load PATH into a fresh MODEL and report checksums."""
-    from prednet_keras import runtime, starting_point
+    from prednet_keras import runtime
+    from prednet_keras.models import starting_point
 
     config, effective = runtime.configure_from_environment()
     out = {"backend": effective["backend"]}
@@ -86,7 +87,8 @@ def task_train(init_path, seed):
     import keras
     import numpy as np
 
-    from prednet_keras import runtime, starting_point
+    from prednet_keras import runtime
+    from prednet_keras.models import starting_point
 
     config, effective = runtime.configure_from_environment()
     model = conv_autoencoder()

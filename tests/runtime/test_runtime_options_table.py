@@ -17,7 +17,7 @@ from prednet_keras.runtime.environment import CONFIG_ENV
 from prednet_keras.runtime.options import RUNTIME_OPTIONS, RuntimeOption, flag_order, names, recorded_order
 from prednet_keras.session.records import RuntimeRequested, runtime_requested_record
 from prednet_keras.study.spec import rules as spec_rules
-from prednet_keras.value_rules import RuleError
+from prednet_keras.options.value_rules import RuleError
 
 FAST_MATH = RuntimeOption(
     "fast_math", "switch", None,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import keras
-from prednet_keras import starting_point as sp
+from prednet_keras.models import starting_point as sp
 from prednet_keras.runtime import RuntimeConfig
 
 from tests.runtime import child_tasks

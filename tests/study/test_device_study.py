@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from prednet_keras.code_provenance import package_sha256
+from prednet_keras.runtime.code_provenance import package_sha256
 from prednet_keras.study.report.confirmatory_report import load_plan
 from prednet_keras.study.report.seed_pairs import pairs_file, read_seed_pairs
 from prednet_keras.study.spec import load_spec

@@ -255,7 +255,7 @@ def test_a_study_folder_from_before_replicate_seeds_resumes(tmp_path):
     saved = json.loads((tmp_path / runner.STUDY_RECORD).read_text())
     assert len(saved["invocations"]) == 1
     # Each invocation records the code it ran.
-    from prednet_keras.code_provenance import code_provenance
+    from prednet_keras.runtime.code_provenance import code_provenance
 
     recorded, now = saved["invocations"][0]["code"], code_provenance()
     assert (recorded["commit"], recorded["source"], recorded["version"]) == (now["commit"], now["source"],
@@ -357,7 +357,7 @@ def test_every_option_a_spec_can_set_has_a_rule():
     from prednet_keras.study.spec import rules as spec_rules
     from prednet_keras.study.report import ReportOptions
     from prednet_keras.model_kinds.study_config import StudyConfig
-    from prednet_keras.recipe import TrainConfig
+    from prednet_keras.options.recipe import TrainConfig
 
     for model, cls in (("prednet", TrainConfig), ("prednet-chainer", StudyConfig), ("autoencoder", StudyConfig)):
         options = {f.name for f in dataclasses.fields(cls)} - set(study_spec.RUNNER_OWNED)

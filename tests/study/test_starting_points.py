@@ -112,7 +112,7 @@ def test_a_seeds_ulp_weights_differ_in_the_one_weight_its_record_names(tmp_path,
     import keras
     import numpy as np
 
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
 
     def tiny(model, options):
         inputs = keras.Input((6,))

@@ -131,7 +131,7 @@ def test_killed_study_resumes_without_redoing_or_losing_runs(killed_and_resumed)
     # TensorFlow runs: no compilation cache is used or recorded.
     assert [i["compile_cache"] for i in record["invocations"]] == [None, None]
     # The invocations and every run record the code they ran: this checkout's commit, where it is one.
-    from prednet_keras.code_provenance import code_provenance
+    from prednet_keras.runtime.code_provenance import code_provenance
 
     commit = code_provenance()["commit"]
     assert [i["code"]["commit"] for i in record["invocations"]] == [commit, commit]

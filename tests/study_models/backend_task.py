@@ -15,8 +15,8 @@ def run(folder):
     import keras
 
     from prednet_keras.formats.chainer import import_chainer_model, save_chainer_npz
-    from prednet_keras.chainer_protocol import train_chainer_prednet
-    from prednet_keras.protocols import ChainerProtocol
+    from prednet_keras.models.chainer_protocol import train_chainer_prednet
+    from prednet_keras.models.protocols import ChainerProtocol
 
     backend = keras.backend.backend()
     sequences = np.load(f"{folder}/frames.npy")

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import keras
-from prednet_keras import starting_point
-from prednet_keras.autoencoder import (
+from prednet_keras.models import starting_point
+from prednet_keras.models.autoencoder import (
     autoencoder_mse,
     build_autoencoder,
     mean_image_mse,
@@ -13,8 +13,8 @@ from prednet_keras.autoencoder import (
     reconstruction_grid,
 )
 from prednet_keras.data import load_mnist
-from prednet_keras.autoencoder_protocol import autoencoder_order, train_autoencoder
-from prednet_keras.protocols import AutoencoderProtocol
+from prednet_keras.models.autoencoder_protocol import autoencoder_order, train_autoencoder
+from prednet_keras.models.protocols import AutoencoderProtocol
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ not applied), so the losses below are functions of the weights alone:
 import numpy as np
 import pytest
 
-from prednet_keras.chainer_protocol import ChainerPredNetTrainer
+from prednet_keras.models.chainer_protocol import ChainerPredNetTrainer
 
 from tests.study_models import numpy_chainer as ref
 from tests.study_models.helpers import GradientRecorder, chainer_layout_gradients

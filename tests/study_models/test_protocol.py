@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import keras
-from prednet_keras.chainer_protocol import ChainerPredNetTrainer, plan_windows, train_chainer_prednet
+from prednet_keras.models.chainer_protocol import ChainerPredNetTrainer, plan_windows, train_chainer_prednet
 from prednet_keras.formats.chainer import save_chainer_npz
-from prednet_keras.protocols import (
+from prednet_keras.models.protocols import (
     PRESETS,
     ChainerProtocol,
     chainer_adam,
@@ -196,7 +196,7 @@ def test_trainer_input_checks():
 def test_sequences_from_a_frame_dataset():
     """A FrameDataset's source runs are main.py's sequences: none crosses a scene cut."""
     from prednet_keras.data import FrameDataset
-    from prednet_keras.chainer_protocol import chainer_sequences
+    from prednet_keras.models.chainer_protocol import chainer_sequences
 
     frames = np.arange(10 * 4 * 4 * 3, dtype=np.uint32).reshape(10, 4, 4, 3).astype(np.uint8)
     dataset = FrameDataset(frames, sources=["a"] * 4 + ["b"] * 6)
@@ -210,7 +210,7 @@ def test_sequences_from_a_frame_dataset():
 def test_heldout_errors_are_the_numpy_next_frame_errors(tmp_path):
     """The held-out score of a trained model: per sequence, from the zero state, the mean over its T-1
     predictions of the per-frame MSE against the next frame, as the NumPy equations compute it."""
-    from prednet_keras.chainer_protocol import heldout_errors
+    from prednet_keras.models.chainer_protocol import heldout_errors
 
     rng = np.random.default_rng(5)
     train = [(rng.random((9, 8, 8, 3)) * 255).astype(np.uint8)]
@@ -234,7 +234,7 @@ def test_heldout_errors_are_the_numpy_next_frame_errors(tmp_path):
 
 
 def test_heldout_errors_refuse_what_cannot_be_scored():
-    from prednet_keras.chainer_protocol import heldout_errors
+    from prednet_keras.models.chainer_protocol import heldout_errors
 
     class Broken:
         def predict_on_batch(self, frames):

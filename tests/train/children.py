@@ -28,7 +28,7 @@ def main(argv):
             return 130
         return 0
     if command == "parent":
-        from prednet_keras import childproc
+        from prednet_keras.runtime import childproc
 
         child = childproc.start(["-m", "tests.train.children", argv[2] if len(argv) > 2 else "sleep"])
         print(f"child {child.pid}", flush=True)

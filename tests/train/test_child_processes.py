@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import childproc
+from prednet_keras.runtime import childproc
 from prednet_keras.cli.train import main as train_main
 from prednet_keras.session.lock import RunLock
 from tests.train.conftest import TINY, folder_hash

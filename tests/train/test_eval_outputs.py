@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prednet_keras import diskwrite
+from prednet_keras.files import diskwrite
 from prednet_keras.evaluate import files
 from prednet_keras.evaluate.scoring import compute_scores
 

@@ -3,8 +3,8 @@ the data was not refused. Both are now refused before the model is built, with t
 
 import pytest
 
-from prednet_keras.memory_estimate import kept_activation_bytes, memory_problem
-from prednet_keras.recipe import TrainConfig
+from prednet_keras.runtime.memory_estimate import kept_activation_bytes, memory_problem
+from prednet_keras.options.recipe import TrainConfig
 from prednet_keras.session.recipe_training import check_fits
 
 KWARGS = {"stack_sizes": (3, 4, 8), "R_stack_sizes": (3, 4, 8)}

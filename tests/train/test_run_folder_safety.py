@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from prednet_keras.cli.train import main as train_main
-from prednet_keras.recipe import TrainConfig, lr_drop_rule, schedule_text
+from prednet_keras.options.recipe import TrainConfig, lr_drop_rule, schedule_text
 from prednet_keras.session import folder as run_folders
 from tests.train.conftest import TINY, folder_hash
 
@@ -239,7 +239,7 @@ def test_resume_refuses_a_best_model_that_is_not_the_one_recorded(tmp_path):
     import keras
 
     from prednet_keras.session.recipe_training import check_best_model
-    from prednet_keras.starting_point import weights_checksum
+    from prednet_keras.models.starting_point import weights_checksum
 
     def tiny():  # functional, as model.keras is, with fixed names: the checksum covers the weights' names
         inputs = keras.Input((2,))

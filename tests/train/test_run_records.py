@@ -50,7 +50,7 @@ def test_a_run_records_the_commit_of_the_checkout_it_was_made_from(trained_run):
     import subprocess
     from pathlib import Path
 
-    from prednet_keras.code_provenance import PACKAGE_DIR
+    from prednet_keras.runtime.code_provenance import PACKAGE_DIR
 
     root = Path(__file__).resolve().parents[2]
     head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)

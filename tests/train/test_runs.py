@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from prednet_keras import diskwrite
-from prednet_keras.recipe import TrainConfig, learning_rate_at
+from prednet_keras.files import diskwrite
+from prednet_keras.options.recipe import TrainConfig, learning_rate_at
 from prednet_keras.session import folder as run_folders
 from prednet_keras.session.training_data import (
     EpochBatches,

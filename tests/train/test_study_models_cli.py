@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import chainer_protocol
+from prednet_keras.models import chainer_protocol
 from prednet_keras.cli.eval import main as eval_main
 from prednet_keras.cli.train import main as train_main
-from prednet_keras.starting_point import read_initial_weights
+from prednet_keras.models.starting_point import read_initial_weights
 from tests.train.conftest import moving_squares, train
 
 # Slow (real prednet-train runs of the study models): in the full suite, not in the fast loop (pytest -m "not slow").

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from prednet_keras.session import folder as run_folders
-from prednet_keras.starting_point import read_initial_weights
+from prednet_keras.models.starting_point import read_initial_weights
 from prednet_keras.cli.train import main as train_main
 from tests.train.conftest import TINY, train
 
@@ -297,7 +297,7 @@ def test_resume_refuses_changed_options_and_missing_runs(trained_run, tmp_path):
 
 
 def test_runs_recorded_before_unroll_existed_resume_with_the_loop_rolled():
-    from prednet_keras.recipe import TrainConfig
+    from prednet_keras.options.recipe import TrainConfig
 
     assert TrainConfig().unroll is True
     assert TrainConfig.from_dict(TrainConfig().to_dict()) == TrainConfig()

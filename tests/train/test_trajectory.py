@@ -8,7 +8,7 @@ import numpy as np
 
 from prednet_keras.session import folder as run_folders
 from prednet_keras.runtime import RuntimeConfig
-from prednet_keras.recipe import TrainConfig
+from prednet_keras.options.recipe import TrainConfig
 from tests.train.conftest import train
 import pytest
 

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from prednet_keras.diskwrite import atomic_write_json
+from prednet_keras.files.diskwrite import atomic_write_json
 
 __all__ = ["SEED_RECORD", "StartingPointError", "StartingPoints", "start", "seed_folder", "read_seed_record"]
 
@@ -201,7 +201,8 @@ class _MakerProcess:
 
 def _start_child(spec, study_dir, seeds, nudged, backend):
     """The child making the starting points of `seeds`, and the 1-ulp ones of the seeds of `nudged`."""
-    from prednet_keras import childproc, runtime
+    from prednet_keras import runtime
+    from prednet_keras.runtime import childproc
 
     config = runtime.RuntimeConfig(backend=backend, device="cpu")
     request = {"model": spec.model, "train": spec.train, "seeds": list(seeds), "ulp": list(nudged),
@@ -231,7 +232,7 @@ def build_model(model, options):
 
 
 def _make(request):
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
 
     target = build_model(request["model"], request["train"])
     nudged = set(request["ulp"])

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prednet_keras.diskwrite import atomic_write, atomic_write_json
+from prednet_keras.files.diskwrite import atomic_write, atomic_write_json
 from prednet_keras.session import folder as run_folders
 from prednet_keras.study import archive
 from prednet_keras.study.stats.comparisons import compare_configurations

@@ -19,7 +19,7 @@ import contextlib
 import tomllib
 from pathlib import Path
 
-from prednet_keras.diskwrite import atomic_write, atomic_write_json
+from prednet_keras.files.diskwrite import atomic_write, atomic_write_json
 from prednet_keras.study import archive
 from prednet_keras.study.stats.confirmatory import PlanError, analyse, plan_from_dict
 from prednet_keras.study.report import code_used, output_folder

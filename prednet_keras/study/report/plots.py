@@ -7,7 +7,7 @@ no global state shared with other plots in the process.
 
 import numpy as np
 
-from prednet_keras.figures import new_figure, save_png
+from prednet_keras.files.figures import new_figure, save_png
 
 __all__ = ["draw_all", "plot_divergence", "plot_final_metric", "plot_log_ratios", "plot_loss_curves"]
 

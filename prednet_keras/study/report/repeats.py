@@ -7,7 +7,7 @@ and its loss curve, the outcome written to OUTPUT/repeat.json.
 
 import os
 
-from prednet_keras.diskwrite import atomic_write_json
+from prednet_keras.files.diskwrite import atomic_write_json
 from prednet_keras.study.stats.determinism_audit import determinism_audit
 from prednet_keras.study.report.run_records import load_run
 

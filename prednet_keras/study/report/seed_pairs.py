@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prednet_keras import diskwrite
+from prednet_keras.files import diskwrite
 from prednet_keras.session.protocol_training import HELDOUT_PREDICTIONS
 from prednet_keras.study.stats.divergence import normalised_distances
 from prednet_keras.study.report.run_records import load_run

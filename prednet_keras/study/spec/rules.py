@@ -19,7 +19,7 @@ import re
 from prednet_keras import model_kinds
 from prednet_keras.runtime.options import RUNTIME_OPTIONS
 from prednet_keras.study.factors import STUDY_FACTORS, arm_factors
-from prednet_keras.value_rules import (  # noqa: F401 (the rules are this module's API too)
+from prednet_keras.options.value_rules import (  # noqa: F401 (the rules are this module's API too)
     NAME,
     NAME_RULE,
     PATH,

@@ -12,8 +12,8 @@ import os
 
 import numpy as np
 
-from prednet_keras._options import OptionsRecord
-from prednet_keras.frame_size import check_frame_size
+from prednet_keras.options.record import OptionsRecord
+from prednet_keras.options.frame_size import check_frame_size
 
 __all__ = [
     "AUGMENTATIONS",

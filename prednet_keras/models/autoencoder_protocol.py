@@ -10,8 +10,8 @@ import time
 import keras
 import numpy as np
 
-from prednet_keras.models import LastBatchMSE
-from prednet_keras.protocols import (
+from prednet_keras.models.lotter import LastBatchMSE
+from prednet_keras.models.protocols import (
     ProtocolResult,
     UpdateLog,
     UpdateRecorder,
@@ -27,7 +27,7 @@ __all__ = ["autoencoder_order", "train_autoencoder"]
 def autoencoder_order(count, images, seed):
     """Training-image indices for `images` updates: passes over the `count` images
     chained, pass k in `starting_point.data_order(count, seed, epoch=k)` order (pass 0: epoch None)."""
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
 
     passes = []
     for k in range(-(-int(images) // int(count))):
@@ -50,7 +50,7 @@ def train_autoencoder(
     """Trains an MNIST autoencoder one image per update (the study's control).
 
     Args:
-        kind: "conv" or "dense" (`prednet_keras.autoencoder`).
+        kind: "conv" or "dense" (`prednet_keras.models.autoencoder`).
         protocol: "paper", "quick" or an `AutoencoderProtocol`.
         seed: seed of the initial weights (numpy, the same on every backend)
             and of the image order.
@@ -71,7 +71,7 @@ def train_autoencoder(
         image), metric (mean loss of the last `metric_images` images), summary
         (train_mse, test_mse and the mean-image baseline on the evaluation images).
     """
-    from prednet_keras import autoencoder as ae
+    from prednet_keras.models import autoencoder as ae
     from prednet_keras.data import load_mnist
 
     protocol = resolve_protocol("autoencoder", protocol, images=images)

@@ -27,7 +27,7 @@ __all__ = ["COMMIT_ENV", "DIRTY_ENV", "code_provenance", "package_sha256"]
 COMMIT_ENV = "PREDNET_SOURCE_COMMIT"
 DIRTY_ENV = "PREDNET_SOURCE_DIRTY"
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 _COMMIT = re.compile(r"^[0-9a-fA-F]{40}$")
 _GIT_TIMEOUT_S = 5
 # A caller's GIT_DIR or GIT_WORK_TREE would point git at another repository than the one around the package.

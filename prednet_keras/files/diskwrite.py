@@ -24,7 +24,7 @@ except ImportError:
     resource = None
 
 __all__ = ["NoRoomError", "SPACE_ERRORS", "TEMP_PREFIX", "atomic_write", "atomic_write_json", "format_bytes",
-           "is_space_error", "require_room", "room_for", "space_message", "sweep_stale_temps", "temp_path_for",
+           "is_space_error", "json_safe", "require_room", "room_for", "space_message", "sweep_stale_temps", "temp_path_for",
            "write_through_temporary"]
 
 TEMP_PREFIX = ".prednet-tmp-"
@@ -224,7 +224,7 @@ def atomic_write_json(path, obj, compact=False):
         compact: no indentation or spaces (for large records read by programs).
     """
     layout = {"separators": (",", ":")} if compact else {"indent": 2}
-    atomic_write(path, json.dumps(_json_safe(obj), sort_keys=False, **layout) + "\n")
+    atomic_write(path, json.dumps(json_safe(obj), sort_keys=False, **layout) + "\n")
 
 
 class _temporary_sibling:
@@ -284,17 +284,19 @@ def write_through_temporary(path, writer, needed=None):
         writer(str(temporary))
 
 
-def _json_safe(obj):
+def json_safe(obj):
+    """`obj` as JSON can hold it: NaN and infinities as null, tuples as lists, paths and keys as text, NumPy
+    scalars as Python numbers."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
+        return [json_safe(v) for v in obj]
     if isinstance(obj, Path):
         return str(obj)
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        return _json_safe(obj.item())
+        return json_safe(obj.item())
     return obj
 
 

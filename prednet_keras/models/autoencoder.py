@@ -21,11 +21,11 @@ the first updates saturate the sigmoid and the convolutional one stays at
 "all black" (test MSE 0.104, worse than the mean image's 0.065) for thousands
 of images; with a linear output it reaches 0.012 after 1,000. Reconstructions
 are clipped to [0, 1] for display only. Weights use Keras' default initializers
-(glorot_uniform, zeros), which `prednet_keras.starting_point` reproduces with
+(glorot_uniform, zeros), which `prednet_keras.models.starting_point` reproduces with
 numpy so that every arm of a comparison starts alike.
 
 Training (one image per update, the protocol's metric) is in
-`prednet_keras.autoencoder_protocol.train_autoencoder`.
+`prednet_keras.models.autoencoder_protocol.train_autoencoder`.
 """
 
 import keras

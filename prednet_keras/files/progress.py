@@ -14,7 +14,7 @@ No framework at import; rich is imported only when a bar is drawn.
 import sys
 import time
 
-from prednet_keras.diskwrite import format_bytes
+from prednet_keras.files.diskwrite import format_bytes
 
 __all__ = ["ByteProgress", "duration_text", "is_terminal"]
 

@@ -12,7 +12,7 @@ from keras import ops
 
 from prednet_keras.layers.device_constants import cached
 from prednet_keras.layers.lotter import PredNet
-from prednet_keras.recipe import layer_loss_weights_for, time_loss_weights_for
+from prednet_keras.options.recipe import layer_loss_weights_for, time_loss_weights_for
 
 __all__ = [
     "LastBatchLoss",

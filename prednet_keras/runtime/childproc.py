@@ -24,7 +24,7 @@ seeds' starting points). Each is started here, and each gets:
 
 A child starts as
 
-    python -m prednet_keras.childproc --watch FD --parent PID --death-signal N [--hold FD,...] -m MODULE ARGS...
+    python -m prednet_keras.runtime.childproc --watch FD --parent PID --death-signal N [--hold FD,...] -m MODULE ARGS...
 
 the bootstrap below sets up the watch and runs MODULE as __main__, so the
 child modules need nothing of their own. This module imports no framework.
@@ -286,9 +286,9 @@ def _bootstrap(argv):
         elif flag == "--hold":
             hold = [int(fd) for fd in value.split(",") if fd]
         else:
-            raise SystemExit(f"prednet_keras.childproc: unknown option {flag}")
+            raise SystemExit(f"prednet_keras.runtime.childproc: unknown option {flag}")
     if watch is None or parent is None or len(argv) < 2:
-        raise SystemExit("usage: python -m prednet_keras.childproc --watch FD --parent PID --death-signal N "
+        raise SystemExit("usage: python -m prednet_keras.runtime.childproc --watch FD --parent PID --death-signal N "
                          "[--hold FD,...] -m MODULE ...")
     # Kept by this process only: a grandchild holding them would keep the lock,
     # and the pipe, alive.
@@ -325,4 +325,4 @@ if __name__ == "__main__":
     # finds it (parent_is_gone), not in this __main__ copy of it.
     import importlib
 
-    importlib.import_module("prednet_keras.childproc")._bootstrap(sys.argv[1:])
+    importlib.import_module("prednet_keras.runtime.childproc")._bootstrap(sys.argv[1:])

@@ -40,7 +40,7 @@ def save_png(figure, path, palette=False, tight=True):
         palette: store a 256-colour palette PNG: a third of the size of matplotlib's RGBA one and the
             same to the eye for charts with few colours (the published reports keep theirs in git).
     """
-    from prednet_keras.diskwrite import write_through_temporary
+    from prednet_keras.files.diskwrite import write_through_temporary
 
     def write(temporary):
         with _quiet_about_missing_glyphs():

@@ -323,7 +323,7 @@ def order_checksum(order):
 def _write_h5(path, weights, seed, checksum):
     import keras
 
-    from prednet_keras.diskwrite import require_room, temp_path_for
+    from prednet_keras.files.diskwrite import require_room, temp_path_for
 
     require_room(path, sum(np.asarray(value).nbytes + 1024 for value in weights.values()))
     directory = os.path.dirname(os.path.abspath(path))

@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from prednet_keras.diskwrite import atomic_write_json, format_bytes, nearest_existing, room_for, space_message
-from prednet_keras.progress import ByteProgress
+from prednet_keras.files.diskwrite import atomic_write_json, format_bytes, nearest_existing, room_for, space_message
+from prednet_keras.files.progress import ByteProgress
 
 __all__ = ["DEFAULT_TIMEOUT", "MIRROR_VARIABLE", "TIMEOUT_VARIABLE", "DownloadError", "ResumableDownloader",
            "cache_dir", "download_timeout", "fetch", "folder_lock", "source_url"]
@@ -171,7 +171,7 @@ def fetch(url, path, *, sha256=None, timeout=None, progress=True, unpacked_ratio
         logger.setLevel(level)
     if sha256:
         return sha256
-    from prednet_keras.diskwrite import file_sha256
+    from prednet_keras.files.diskwrite import file_sha256
 
     return file_sha256(path)
 

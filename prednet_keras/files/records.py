@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from prednet_keras.diskwrite import atomic_write_json, file_sha256
+from prednet_keras.files.diskwrite import atomic_write_json, file_sha256
 
 __all__ = ["RECORD_NAME", "ChecksumError", "FileRecord"]
 

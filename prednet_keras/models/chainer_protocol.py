@@ -49,7 +49,7 @@ import numpy as np
 from keras import ops
 
 from prednet_keras.layers.chainer import NumpyZeros
-from prednet_keras.protocols import (
+from prednet_keras.models.protocols import (
     ProtocolResult,
     UpdateLog,
     chainer_adam,

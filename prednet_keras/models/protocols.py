@@ -253,7 +253,7 @@ def load_initial_weights_into(target, path, seed):
             (the same numbers on every backend and device).
         seed: the seed used when path is None.
     """
-    from prednet_keras import starting_point
+    from prednet_keras.models import starting_point
 
     if path is None:
         values = starting_point.initial_weights(target, seed)

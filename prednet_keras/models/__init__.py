@@ -1,0 +1,40 @@
+"""The networks around the layers and the study's models and training protocols.
+
+This face names the training and prediction models around Lotter's PredNet (models.lotter), loaded on
+first use (PEP 562): `prednet_keras.models.build_training_model`, `kitti_prednet_kwargs`, ... as before,
+while `prednet_keras.models.starting_point` (backend-independent initial weights, numpy and h5py) is
+imported without Keras. The other modules are reached by name: lotter (the KITTI training model with its
+loss weighting, the prediction model, the last-batch metric every history records), protocols (the
+study's protocols: their presets and results), chainer_protocol and autoencoder_protocol (one each),
+autoencoder (the study's MNIST control), starting_point.
+"""
+
+import importlib
+
+# The public names of models.lotter (its __all__), offered here.
+_LOTTER = (
+    "LastBatchLoss",
+    "LastBatchMSE",
+    "LastBatchMetric",
+    "WeightedError",
+    "build_prediction_model",
+    "build_training_model",
+    "find_prednet",
+    "kitti_prednet_kwargs",
+    "layer_loss_weights_for",
+    "time_loss_weights_for",
+)
+
+__all__ = list(_LOTTER)
+
+
+def __getattr__(name):
+    if name not in _LOTTER:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.lotter"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
