@@ -73,6 +73,8 @@ json.dump(result, open(sys.argv[1], "w"))
 """
 
 
+# Slow: starts torch in a fresh process.
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 def test_on_torch_the_ops_compute_the_same_bits_and_no_number_is_copied_per_step(tmp_path):
     out = tmp_path / "result.json"

@@ -79,6 +79,8 @@ def _protocol_cases(tiny_npz, tmp_path):
     }
 
 
+# Slow: four trainings (about 20 s on 2 cores); the fast loop trains each protocol in its own tests.
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["prednet", "prednet-chainer", "autoencoder", "user"])
 def test_every_protocol_trains_through_the_one_session(case, session_runs, tiny_npz, tmp_path):
     args = _protocol_cases(tiny_npz, tmp_path)[case]
