@@ -10,18 +10,18 @@ import importlib.util
 import json
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 
 from prednet_keras import _backend_choice, backends
 from prednet_keras.backends import BACKENDS, Backend, LazyFunction
-from prednet_keras.cli.options import runtime_config, runtime_options
 from prednet_keras.runtime.config import jit_compile_for, runtime_config_class, unsupported_settings
 from prednet_keras.runtime.environment import environment_for
 from prednet_keras.runtime.options import RUNTIME_OPTIONS, backend_option
 from prednet_keras.study.spec import rules as spec_rules
 from prednet_keras.options.value_rules import RuleError
+
+from tests.runtime.test_runtime_options_table import command_for
 
 PACKAGE = Path(backends.__file__).parent
 NAMES = set(backends.names())
@@ -148,21 +148,11 @@ def with_numpy(monkeypatch):
     return TABLE
 
 
-def _command(options):
-    @click.command()
-    @runtime_options(options=options)
-    def command(**values):
-        config = runtime_config(values, config_class=runtime_config_class(options))
-        click.echo(json.dumps(config.to_dict()))
-
-    return command
-
-
 def test_a_throwaway_backend_is_a_choice_of_the_commands_and_the_spec(with_numpy):
-    help_text = CliRunner().invoke(_command(OPTIONS), ["--help"], terminal_width=200).output
+    help_text = CliRunner().invoke(command_for(OPTIONS), ["--help"], terminal_width=200).output
     assert "[tensorflow|jax|torch|numpy]" in help_text
     assert "else the first installed of tensorflow, jax, torch, numpy]" in help_text
-    result = CliRunner().invoke(_command(OPTIONS), ["--backend", "numpy"])
+    result = CliRunner().invoke(command_for(OPTIONS), ["--backend", "numpy"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["backend"] == "numpy"
     assert spec_rules.runtime_rules(OPTIONS)["backend"].check("numpy") == "numpy"
@@ -171,7 +161,7 @@ def test_a_throwaway_backend_is_a_choice_of_the_commands_and_the_spec(with_numpy
     with pytest.raises(ValueError, match=r"expected one of \['tensorflow', 'jax', 'torch', 'numpy'\]"):
         config_class(backend="mlx")
     # The real commands and spec do not offer it: only the copy of the table changed.
-    assert "numpy" not in CliRunner().invoke(_command(RUNTIME_OPTIONS), ["--help"], terminal_width=200).output
+    assert "numpy" not in CliRunner().invoke(command_for(RUNTIME_OPTIONS), ["--help"], terminal_width=200).output
     with pytest.raises(RuleError):
         spec_rules.RUNTIME_RULES["backend"].check("numpy")
 

@@ -27,7 +27,9 @@ FAST_MATH = RuntimeOption(
 TABLE = RUNTIME_OPTIONS + (FAST_MATH,)
 
 
-def _command(options):
+def command_for(options):
+    """A Click command with the runtime options of `options` that prints the RuntimeConfig it makes (a
+    throwaway table's options included); shared with tests/test_backends_table.py."""
     @click.command()
     @runtime_options(options=options)
     def command(**values):
@@ -38,7 +40,7 @@ def _command(options):
 
 
 def test_a_throwaway_switch_is_a_click_option():
-    command = _command(TABLE)
+    command = command_for(TABLE)
     help_text = CliRunner().invoke(command, ["--help"], terminal_width=110).output
     assert "--fast-math / --no-fast-math" in help_text
     assert "Fast-math rewrites of floating-point code" in help_text
@@ -46,7 +48,7 @@ def test_a_throwaway_switch_is_a_click_option():
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["fast_math"] is True
     # The real commands do not have it: only the copy of the table changed.
-    assert "--fast-math" not in CliRunner().invoke(_command(RUNTIME_OPTIONS), ["--help"]).output
+    assert "--fast-math" not in CliRunner().invoke(command_for(RUNTIME_OPTIONS), ["--help"]).output
 
 
 def test_a_throwaway_switch_is_a_spec_key_with_its_rule():
