@@ -77,6 +77,8 @@ class Backend:
         reset_device_peak: () -> None: starts a phase's peak device memory afresh; None where its peak covers
             the process (bench.measure).
         device_peak: () -> (bytes or None, how it was measured) of the first GPU (bench.measure).
+        xla_gpu_log_noise: on a GPU, its C++ log can carry XLA's harmless autotuning lines, which a configured
+            process hides (runtime.log_noise).
         numbers_copied_per_call: () -> bool: whether, at this moment, a Python number given to an op becomes
             a new device tensor at every call (eager torch; not while torch.compile traces), so that
             layers.device_constants makes it once; None where numbers reach the ops as they are.
@@ -103,6 +105,7 @@ class Backend:
     data_parallel: bool = False
     asynchronous_steps: str = "never"
     copies_rnn_states: bool = False
+    xla_gpu_log_noise: bool = False
     devices_started: object = None
     reset_device_peak: object = None
     keep_step_output: object = None
@@ -150,6 +153,7 @@ TENSORFLOW = Backend(
     },
     jit_on_cpu=False,
     prediction_jit_compile=False,
+    xla_gpu_log_noise=True,
     environment=_at("runtime.environment", "tensorflow_environment"),
     apply_switches=_at("runtime.apply", "apply_tensorflow"),
     read_back=_at("runtime.readback", "read_tensorflow"),
@@ -172,6 +176,7 @@ JAX = Backend(
     compilation_cache=True,
     data_parallel=True,
     asynchronous_steps="always",
+    xla_gpu_log_noise=True,
     environment=_at("runtime.environment", "jax_environment"),
     apply_switches=_at("runtime.apply", "apply_jax"),
     read_back=_at("runtime.readback", "read_jax"),

@@ -12,6 +12,7 @@ import sys
 
 from prednet_keras.bench.measure import measure
 from prednet_keras.bench.runner import SYNTHETIC_DATA, BenchConfig
+from prednet_keras.runtime import log_noise
 
 
 def _child(config_text, result_path, profile_dir=None):
@@ -66,6 +67,6 @@ def main(argv=None):
 if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
-    sys.stderr.flush()
+    log_noise.finish()  # its last lines out before the parent's next ones
     # The result file is complete; skip interpreter teardown (TensorFlow's noise at exit).
     os._exit(code)

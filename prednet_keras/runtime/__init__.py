@@ -17,14 +17,15 @@ back what is in force and refuses again if a requested setting did not take effe
 This module is the package's face: `configure` and the public names of its parts, each a module of its
 own: config (RuntimeConfig and what a backend and device can honour), environment (environment_for, the
 recorded variables), process (this process's state, the error), apply (the in-process switches of each
-backend), precision (bfloat16), readback (read_back, verify) and machine (fingerprint). Seven parts are
+backend), precision (bfloat16), readback (read_back, verify) and machine (fingerprint). Eight parts are
 imported by name, not through this face: distribution (a training process's data-parallel devices),
 compile_cache (the JAX compilation cache a study's runs share, and the gate its later runs wait at),
 probe (what a process so configured has in force, found in a child process, for prednet-env), childproc
 (the one way a child process starts, in its runtime's environment, dying with its parent),
 code_provenance (the code a process runs: its git commit, whether the package's files differ from it),
 memory_estimate (whether a training step can fit in this machine's memory, asked before the model is
-built) and errors (which errors are the user's, and how a command or its training process tells them).
+built), errors (which errors are the user's, and how a command or its training process tells them) and
+log_noise (XLA's harmless GPU autotuning lines, hidden from a process `configure` set up for a GPU).
 
 None of them imports a framework at module level; they import only the backend
 being configured, and `fingerprint`/`read_back` look only at frameworks that are
@@ -36,7 +37,7 @@ import json
 import os
 
 from prednet_keras import backends
-from prednet_keras.runtime import process
+from prednet_keras.runtime import log_noise, process
 from prednet_keras.runtime.apply import apply_switches
 from prednet_keras.runtime.config import (
     PRECISIONS,
@@ -153,6 +154,9 @@ def configure(config, check=True):
     if check:
         verify(config, effective)
     process.remember(config, effective)
+    if backends.named(config.backend).xla_gpu_log_noise and effective.get("device") != "cpu":
+        # Once the GPU is verified: its autotuning, when the first step compiles, is what writes them.
+        log_noise.hide_known_noise()
     return effective
 
 

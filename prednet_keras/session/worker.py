@@ -21,7 +21,7 @@ import sys
 import time
 
 from prednet_keras.runtime.childproc import exit_status
-from prednet_keras.runtime import compile_cache
+from prednet_keras.runtime import compile_cache, log_noise
 from prednet_keras.session import interrupts
 
 __all__ = ["EXIT_INTERRUPTED", "exit_status", "launch", "main", "start"]
@@ -239,7 +239,7 @@ def main(argv=None):
 if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
-    sys.stderr.flush()
+    log_noise.finish()  # its last lines out before the parent's next ones
     # Every file of the run is complete by now; skipping interpreter teardown
     # spares TensorFlow's noise about generator datasets finalized at exit.
     os._exit(code)

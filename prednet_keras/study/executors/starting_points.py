@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from prednet_keras.files.diskwrite import atomic_write_json
+from prednet_keras.runtime import log_noise
 
 __all__ = ["SEED_RECORD", "StartingPointError", "StartingPoints", "start", "seed_folder", "read_seed_record"]
 
@@ -269,5 +270,5 @@ def main(argv=None):
 if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
-    sys.stderr.flush()
+    log_noise.finish()  # its last lines out before the parent's next ones
     os._exit(code)
