@@ -146,12 +146,16 @@ def test_run_and_exit_status():
 
 
 def test_every_child_process_is_started_by_the_one_helper():
-    # The pattern lived in four places; a new one must go through childproc.
+    # The pattern lived in four places; a new one must go through childproc. One child may not: the error
+    # output's filter (runtime/log_noise.py) must outlive the process it serves, to pass on the last lines of
+    # one that aborts, so it cannot die with its parent as childproc's children do.
     import re
 
-    offenders = [str(path.relative_to(REPOSITORY)) for path in (REPOSITORY / "prednet_keras").rglob("*.py")
-                 if path.name != "childproc.py" and re.search(r"\[\s*sys\.executable", path.read_text())]
-    assert offenders == []
+    allowed = {"prednet_keras/runtime/childproc.py", "prednet_keras/runtime/log_noise.py"}
+    starters = {str(path.relative_to(REPOSITORY)) for path in (REPOSITORY / "prednet_keras").rglob("*.py")
+                if re.search(r"\[\s*sys\.executable", path.read_text())}
+    assert starters - allowed == set()
+    assert allowed <= starters  # each exception still starts a process (else it would be stale)
 
 
 # -- a training process and its run folder ---------------------------------------
