@@ -5,6 +5,7 @@
                                          dataset file
     prepare(sources, output, size, ...)  the same, written to a dataset file
     open_dataset(path)                   a dataset file written by prepare
+    dataset_checksum(dataset)            the checksum a run's manifest records of its frames
     SequenceGenerator(data, nt, ...)     keras.utils.PyDataset of sequences
     load_mnist(path=None)                MNIST, embedded or from user files
     embedded_dataset(split)              the embedded real-video files
@@ -17,6 +18,7 @@ import importlib
 
 from prednet_keras.data.dataset import (
     FrameDataset,
+    dataset_checksum,
     describe,
     is_dataset_file,
     open_dataset,
@@ -37,6 +39,7 @@ __all__ = [
     "FrameTransform",
     "SequenceGenerator",
     "data_dir",
+    "dataset_checksum",
     "describe",
     "detect_scene_cuts",
     "embedded_dataset",

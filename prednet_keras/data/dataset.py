@@ -22,6 +22,7 @@ likeness of neighbouring pixels, so the embedded video (data/README.md) is
 stored so, at about 60% of its gzip size.
 """
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -490,3 +491,18 @@ def describe(dataset):
             # The file is compressed as a whole; the frames inside it are not.
             info["compression"] = "xz"
     return info
+
+
+def dataset_checksum(dataset, chunk=256):
+    """SHA-256 of a FrameDataset's frames (shape and bytes) and source ids.
+
+    Args:
+        dataset: a FrameDataset (in memory or streamed from disk).
+        chunk: frames hashed per read.
+    """
+    digest = hashlib.sha256()
+    digest.update(repr(tuple(dataset.frames.shape)).encode())
+    for start in range(0, len(dataset), chunk):
+        digest.update(np.ascontiguousarray(dataset.frames[start : start + chunk]).tobytes())
+    digest.update("\x00".join(str(s) for s in np.asarray(dataset.sources).tolist()).encode())
+    return "sha256:" + digest.hexdigest()

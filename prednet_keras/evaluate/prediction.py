@@ -36,7 +36,6 @@ def load_sequences(source, nt, size=None):
         (X float32 (n, nt, H, W, C) in [0, 1], info dict).
     """
     from prednet_keras import data as pdata
-    from prednet_keras.session.training_data import dataset_checksum
 
     origin = "embedded:test" if source is None else str(source)
     frames = pdata.load_frames(pdata.embedded_dataset("test") if source is None else source, size=size)
@@ -48,7 +47,7 @@ def load_sequences(source, nt, size=None):
         "frame_shape": list(frames.frame_shape),
         "sequences": int(len(X)),
         "nt": int(nt),
-        "checksum": dataset_checksum(frames),
+        "checksum": pdata.dataset_checksum(frames),
     }
     return X, info
 

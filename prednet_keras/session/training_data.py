@@ -7,28 +7,13 @@ run reads exactly the batches an uninterrupted one would; `augment_sequence` dra
 """
 
 import concurrent.futures
-import hashlib
 import threading
 
 import keras
 import numpy as np
 
+from prednet_keras.data import dataset_checksum
 from prednet_keras.options.recipe import AUGMENTATIONS
-
-
-def dataset_checksum(dataset, chunk=256):
-    """SHA-256 of a FrameDataset's frames (shape and bytes) and source ids.
-
-    Args:
-        dataset: a FrameDataset (in memory or streamed from disk).
-        chunk: frames hashed per read.
-    """
-    digest = hashlib.sha256()
-    digest.update(repr(tuple(dataset.frames.shape)).encode())
-    for start in range(0, len(dataset), chunk):
-        digest.update(np.ascontiguousarray(dataset.frames[start : start + chunk]).tobytes())
-    digest.update("\x00".join(str(s) for s in np.asarray(dataset.sources).tolist()).encode())
-    return "sha256:" + digest.hexdigest()
 
 
 def load_training_data(config):

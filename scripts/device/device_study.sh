@@ -44,7 +44,7 @@ echo "code: ${PREDNET_SOURCE_COMMIT:-unknown} dirty=${PREDNET_SOURCE_DIRTY:-unkn
 
 python3 - <<'PY' >> "$logs/summary.txt" 2>&1 || exit 3
 from prednet_keras import data
-from prednet_keras.session.training_data import dataset_checksum
+from prednet_keras.data import dataset_checksum
 expected = "sha256:d9f6d5f782e54bfb2d8f6e7d22cd87b007b3354146598ed5b23c319f67606ede"
 found = dataset_checksum(data.load_frames("data/study/clips-32x40.h5", size=(32, 40)))
 print(f"training frames {found}: {'as pre-registered' if found == expected else 'NOT the pre-registered frames'}")

@@ -12,7 +12,7 @@ import pytest
 import prednet_keras
 from prednet_keras.data import DataError, SequenceGenerator, describe, embedded_dataset, load_frames, open_dataset
 from prednet_keras.data.source_base import sha256_of
-from prednet_keras.session.training_data import dataset_checksum
+from prednet_keras.data import dataset_checksum
 
 README = Path(__file__).resolve().parents[2] / "data" / "README.md"
 # dataset_checksum of each split as the gzipped video_SPLIT.h5 files held it (main at 291a870, before they

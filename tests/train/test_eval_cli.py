@@ -198,7 +198,7 @@ def test_the_embedded_video_path_is_data_as_any_dataset_file(copy_of_run):
     the video_val.h5 it replaced, and records the path and the frames' checksum."""
     from prednet_keras import data as pdata
     from prednet_keras import datasets
-    from prednet_keras.session.training_data import dataset_checksum
+    from prednet_keras.data import dataset_checksum
 
     path = datasets.embedded_video_path("val")
     result = _invoke([copy_of_run, "--data", path])
