@@ -16,12 +16,15 @@ import contextlib
 import json
 import statistics
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
-from prednet_keras.study import archive
-from prednet_keras.study.report import load_run
+from prednet_keras.study import load_run
 
 FLAGS = ("backend", "device", "threads", "deterministic", "cudnn", "tf32")
+# A study folder's layout (README.md, docs/study-statistics.md): its run folders, or the archive `prednet-study pack` made of them.
+RUNS, ARCHIVE = "runs", "runs.tar.xz"
 
 
 def frames_per_step(manifest, row):
@@ -50,12 +53,13 @@ def step_durations(run):
 @contextlib.contextmanager
 def runs_folder(study):
     """STUDY/runs, or the runs of a packed study (STUDY/runs.tar.xz) in a temporary folder."""
-    packed = Path(study, archive.ARCHIVE)
-    if Path(study, archive.RUNS).is_dir() or not packed.is_file():
-        yield Path(study, archive.RUNS)
+    packed = Path(study, ARCHIVE)
+    if Path(study, RUNS).is_dir() or not packed.is_file():
+        yield Path(study, RUNS)
         return
-    with archive.opened(packed) as root:
-        yield root / archive.RUNS
+    with tempfile.TemporaryDirectory(prefix="determinism-table-") as root, tarfile.open(packed) as tar:
+        tar.extractall(root, filter="data")  # members that would land outside `root` are refused
+        yield Path(root) / RUNS
 
 
 def table(study):

@@ -57,7 +57,7 @@ pkill -f -- "-o $work/load-" ; sleep 3
 
 python3 - "$work" >> "$work/summary.txt" 2>&1 <<'PY'
 import csv, pathlib, sys
-from prednet_keras.study.report.run_records import load_run
+from prednet_keras.study import load_run
 work = pathlib.Path(sys.argv[1])
 
 def losses(folder):

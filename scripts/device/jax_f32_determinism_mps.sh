@@ -69,7 +69,7 @@ for v in f32 noauto; do run $v p2a; run $v p2b; done; wait; stamp "phase 2 (MPS 
 
 python3 - "$work" >> "$work/summary.txt" 2>&1 <<'PY'
 import csv, pathlib, sys
-from prednet_keras.study.report.run_records import load_run
+from prednet_keras.study import load_run
 work = pathlib.Path(sys.argv[1])
 
 def losses(folder):
