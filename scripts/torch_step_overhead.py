@@ -1,8 +1,10 @@
 """Where the host time of an eager PyTorch-backend training step goes, and whose it is.
 
-Builds Lotter's training model as prednet-train and prednet-bench do (`recipe_training.build_model`: Adam,
-MAE of the weighted error, the last-batch metric), trains it through `model.fit` on synthetic frames (a
-callback reading each loss through `StepLosses`, as the bench's fit loop does), and reports:
+Builds Lotter's training model as prednet-train and prednet-bench do (`prednet_keras.build_training_model`
+with their defaults: 3x3 filters, the time loop unrolled, the loss on layer 0; compiled with Adam 1e-3, the
+mean absolute error of the weighted error, the last-batch metric), trains it through `model.fit` on
+synthetic frames (a callback reading each loss at once, as their fit loop does on torch's CPU), and
+reports:
 
 - `numbers_made_into_tensors`: the Python numbers (bool, int, float) turned into tensors during one
   training step (`torch.as_tensor` / `torch.tensor` of a number), by who asked: on a GPU each is a copy
@@ -74,16 +76,18 @@ def main(argv=None):
     import torch
 
     import prednet_keras
-    from prednet_keras.options.recipe import TrainConfig
-    from prednet_keras.session import recipe_training
-    from prednet_keras.session.callbacks import StepLosses
+    from prednet_keras.models import LastBatchLoss
 
     if keras.backend.backend() != "torch":
         parser.error("set KERAS_BACKEND=torch")
     stack = tuple(int(v) for v in args.stack_sizes.split(","))
     height, width = (int(v) for v in args.size.split("x"))
-    config = TrainConfig(stack_sizes=stack, nt=args.nt, batch_size=args.batch_size, val_sequences=0).resolved()
-    model, _ = recipe_training.build_model(config, (height, width, 3), "auto")
+    layers = len(stack)
+    model = prednet_keras.build_training_model(
+        nt=args.nt, frame_shape=(height, width, 3), layer_loss_weights="L_0", stack_sizes=stack, R_stack_sizes=stack,
+        A_filt_sizes=(3,) * (layers - 1), Ahat_filt_sizes=(3,) * layers, R_filt_sizes=(3,) * layers, unroll=True)
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss="mean_absolute_error",
+                  metrics=[LastBatchLoss()], jit_compile="auto")
     frames = np.random.default_rng(0).random((args.batch_size, args.nt, height, width, 3), dtype=np.float32)
     zeros = np.zeros((args.batch_size, 1), np.float32)
 
@@ -107,7 +111,12 @@ def main(argv=None):
     real_as_tensor, real_tensor = torch.as_tensor, torch.tensor
     torch.as_tensor, torch.tensor = counted(real_as_tensor), counted(real_tensor)
     profile = cProfile.Profile()
-    losses = StepLosses(model)
+
+    def read_loss(logs):
+        """A step's loss as prednet-train reads it on torch: copied on its device, then read (at once, on a CPU)."""
+        loss = logs.get("batch_loss", logs.get("loss"))
+        return float(loss.detach().clone() if isinstance(loss, torch.Tensor) else loss)
+
     steps = {"seconds": []}
 
     class Steps(keras.callbacks.Callback):
@@ -122,7 +131,7 @@ def main(argv=None):
                 profile.enable()
 
         def on_train_batch_end(self, batch, logs=None):
-            losses.add(batch, logs)
+            read_loss(logs or {})
             counting[0] = False
 
     def batches():

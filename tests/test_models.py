@@ -90,12 +90,15 @@ def test_find_prednet_errors():
         prednet_keras.find_prednet(keras.Model(inputs, keras.layers.Dense(1)(inputs)))
 
 
-def test_the_models_face_offers_the_public_names_of_models_lotter():
+def test_the_models_face_offers_the_public_names_of_models_lotter_and_the_starting_points():
     from prednet_keras import models
-    from prednet_keras.models import lotter
+    from prednet_keras.models import lotter, starting_point
 
-    assert sorted(models.__all__) == sorted(lotter.__all__)
+    documented = ["data_order", "initial_weights", "load_initial_weights", "order_checksum", "save_initial_weights",
+                  "weights_checksum"]  # docs/runtime.md, "Identical starting points"
+    assert sorted(models.__all__) == sorted(lotter.__all__ + documented)
     assert all(getattr(models, name) is getattr(lotter, name) for name in lotter.__all__)
+    assert all(getattr(models, name) is getattr(starting_point, name) for name in documented)
     assert prednet_keras.build_training_model is models.build_training_model
     with pytest.raises(AttributeError):
         models.count_parameters  # noqa: B018 (public in lotter's module only)
