@@ -29,31 +29,44 @@ def main(argv=None):
     import numpy as np
 
     keras.config.set_dtype_policy(args.precision)
-    from prednet_keras.models import starting_point
-    from prednet_keras.data import SequenceGenerator
-    from prednet_keras.options.recipe import TrainConfig
-    from prednet_keras.session import recipe_training, training_data
+    import prednet_keras
+    from prednet_keras import SequenceGenerator, datasets
+    from prednet_keras.models import LastBatchLoss, data_order, load_initial_weights, save_initial_weights
 
-    config = TrainConfig(stack_sizes=(3, 16, 32, 64), nt=10, batch_size=4, size=(64, 80), val_sequences=20,
-                         epochs=1, steps_per_epoch=args.steps, unroll=False).resolved()
-    frames, val_frames, _ = training_data.load_training_data(config)
-    sequences = SequenceGenerator(frames, config.nt, batch_size=1, sequence_start_mode="all", shuffle=False)
-    validation = SequenceGenerator(val_frames, config.nt, batch_size=4, sequence_start_mode="all", N_seq=20,
+    size, nt, batch_size, stack_sizes = (64, 80), 10, 4, (3, 16, 32, 64)
+    frames = prednet_keras.load_frames(datasets.embedded_video_path("train"), size=size)
+    val_frames = prednet_keras.load_frames(datasets.embedded_video_path("val"), size=size)
+    sequences = SequenceGenerator(frames, nt, batch_size=1, sequence_start_mode="all", shuffle=False)
+    validation = SequenceGenerator(val_frames, nt, batch_size=4, sequence_start_mode="all", N_seq=20,
                                    shuffle=False, output_mode="error")
     keras.utils.set_random_seed(args.seed)
-    model, _ = recipe_training.build_model(config, frames.frame_shape, False)
+    # The model prednet-train builds for these options: Lotter's recipe (loss on layer 0, mean absolute error,
+    # Adam 1e-3), 3x3 filters, the time loop rolled.
+    model = prednet_keras.build_training_model(
+        nt=nt, frame_shape=frames.frame_shape, layer_loss_weights="L_0",
+        **prednet_keras.kitti_prednet_kwargs(stack_sizes=stack_sizes, R_stack_sizes=stack_sizes, unroll=False))
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss="mean_absolute_error",
+                  metrics=[LastBatchLoss()], jit_compile=False)
     with tempfile.TemporaryDirectory() as scratch:
         # Drawn with NumPy from the seed: the same weights under every precision and code version.
         path = os.path.join(scratch, "initial.h5")
-        starting_point.save_initial_weights(model, path, args.seed)
-        starting_point.load_initial_weights(model, path)
-    batches = training_data.EpochBatches(sequences, 4, args.steps, 0, 1, args.seed)
+        save_initial_weights(model, path, args.seed)
+        load_initial_weights(model, path)
+
+    def batch(index):
+        """prednet-train's batch `index`: an unbroken stream of passes over the sequences, pass k in the
+        seed's order for epoch k (data_order, as prednet-train's batches)."""
+        count = len(sequences)
+        positions = range(index * batch_size, (index + 1) * batch_size)
+        chosen = [data_order(count, args.seed, epoch=p // count or None)[p % count] for p in positions]
+        return np.concatenate([sequences[int(j)][0] for j in chosen]), np.zeros((batch_size, 1), np.float32)
+
     val_x = np.concatenate([validation[i][0] for i in range(len(validation))])
     val_y = np.zeros((len(val_x), 1), "float32")
     losses, val_losses = [], []
     started = time.time()
     for step in range(args.steps):
-        x, y = batches[step]
+        x, y = batch(step)
         losses.append(float(model.train_on_batch(x, y)[0]))
         if (step + 1) % 100 == 0:
             val_losses.append([step + 1, float(model.evaluate(val_x, val_y, batch_size=4, verbose=0)[0])])
