@@ -341,7 +341,6 @@ def script_problems(path, faces):
 # this list only shrinks.
 PROBES_OF_INTERNALS = {
     "scripts/chainer_unroll_probe.py": "times ChainerPredNetTrainer.update and keeps every loss",
-    "scripts/seed_batching_probe.py": "steps the Chainer window's Keras model statelessly, seeds batched",
     "scripts/torch_constants_ab.py": "switches layers.device_constants' tensors made once on and off",
     "scripts/torch_scalar_operands.py": "times layers.device_constants' forms against the Python numbers",
 }

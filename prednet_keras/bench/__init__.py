@@ -5,7 +5,9 @@ This module is the package's face, what prednet-bench uses: a configuration (Ben
 measuring each (run_benchmark, run_configuration: runner), and the results' JSON document, table and plot
 (report). Its other parts are reached by name: child (the measuring process, `python -m
 prednet_keras.bench.child`, which this face must not import), measure (the timing and memory inside it) and
-profiling (a backend's profiler around some steps, and where their time went: prednet-bench --profile).
+profiling (a backend's profiler around some steps, and where their time went: prednet-bench --profile), and
+a probe run with `python -m`: seed_batching (can several seeds of the study's window train in one JAX program
+and keep each seed's numbers?).
 
 None of them imports a framework at module level.
 """

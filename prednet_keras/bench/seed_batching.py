@@ -11,10 +11,14 @@ Prints one JSON object: for each way, whether every loss and weight is identical
 and the median seconds per update (all seeds together) after the first (compilation). The single runs are
 made for the first --compare seeds only (each compiles its own model).
 
-    KERAS_BACKEND=jax python scripts/seed_batching_probe.py [--seeds 3] [--size 16x16] [--device cpu]
+    python -m prednet_keras.bench.seed_batching [--seeds 3] [--size 16x16] [--device cpu]
     # the paper's model and window on a GPU, 30 seeds, 2 of them compared
-    python scripts/seed_batching_probe.py --device gpu --seeds 30 --compare 2 --size 120x160 \
+    python -m prednet_keras.bench.seed_batching --device gpu --seeds 30 --compare 2 --size 120x160 \
         --stack-sizes 3,48,96,192 --bprop 20 --updates 12 --program-seeds 4
+
+A probe of the study's window model (docs/benchmarks.md, "Seeds in one program instead of one process
+each?"; until this move it was scripts/seed_batching_probe.py, last changed in a3da048); JAX only, whatever
+KERAS_BACKEND says.
 """
 
 import argparse
@@ -22,7 +26,7 @@ import json
 import os
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--compare", type=int, help="seeds trained alone to compare with [default: all]")
@@ -33,7 +37,7 @@ def main():
     parser.add_argument("--program-seeds", type=int, help="seeds in the 'one program' way [default: all]; "
                         "its compilation grows with them")
     parser.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     os.environ["KERAS_BACKEND"] = "jax"
     if args.device == "cpu":
         os.environ["JAX_PLATFORMS"] = "cpu"
