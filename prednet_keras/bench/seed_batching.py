@@ -113,8 +113,9 @@ def main(argv=None):
                 "seconds_per_seed_update": round(float(np.median(times[1:])) / (trained or len(seeds)), 6)}
 
     results = {"seeds": len(seeds), "compared": len(compared), "frame_size": [height, width],
-               "stack_sizes": stack_sizes, "bprop": bprop, "updates": len(windows), "device": args.device,
-               "jax": jax.__version__, "keras": keras.__version__, "devices": [str(d) for d in jax.devices()]}
+               "stack_sizes": stack_sizes, "bprop": bprop, "updates": len(windows), "device": args.device}
+    # The versions, keyed by package name (as keyword arguments: no backend's name is compared here).
+    results.update(jax=jax.__version__, keras=keras.__version__, devices=[str(d) for d in jax.devices()])
 
     one_step = jax.jit(step)
     losses, weights, times = [], [], []
