@@ -96,6 +96,7 @@ def run_protocol(run, kind, runtime_record=None, quiet=False, session_callbacks=
         # Its data is read first: nothing is written unless it is the run's.
         data, data_record = kind.load_data(config)
         check_same_data(Manifest.coerce(manifest).data, data_record)
+        _check_same_order(manifest, kind.plan(config, data, kind.training_protocol(config, data))[1])
     session = run.begin(**(_resumed_session(manifest, runtime_record, _done(state)) if resume is not None else {}))
     # The manifest is written as a dict here (its new parts in the order they are made); read typed.
     recorded_runtime = Manifest.coerce(manifest).runtime
@@ -115,8 +116,6 @@ def run_protocol(run, kind, runtime_record=None, quiet=False, session_callbacks=
     preset = kind.training_protocol(config, data)
     total, data_order = kind.plan(config, data, preset)
     label = kind.label(config)
-    if state is not None:
-        _check_same_order(manifest, data_order)
 
     manifest["initial_weights"] = initial
     manifest["seeds"] = {

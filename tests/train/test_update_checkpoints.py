@@ -164,3 +164,38 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tiny_npz, tmp_path):
     assert last.returncode == 0, last.stdout + last.stderr
     assert _rows(parted) == _rows(whole)
     assert _outcome(parted) == _outcome(whole)
+
+
+def test_a_checkpoint_or_history_changed_since_is_refused_before_anything_is_written(tmp_path):
+    from prednet_keras.files.diskwrite import file_sha256
+    from prednet_keras.session.bookkeeping import RunSession
+    from prednet_keras.session.folder import RunFolderError
+
+    folder = RunFolder(tmp_path / "run")
+    folder.path.mkdir()
+    folder.write_manifest({"options": {"model": "autoencoder"}})
+    folder.history_path.write_text("update,loss,image,seconds\n1,0.5,7,0.1\n2,0.25,3,0.1\n3,0.125,9,0.1\n")
+    checkpoint = folder.update_checkpoint_path(2)
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(b"weights")
+    text = "".join(folder.history_path.read_text().splitlines(keepends=True)[:3])
+    state = {"update": 2, "checkpoint": "checkpoints/update-0000002.weights.h5",
+             "checkpoint_sha256": file_sha256(checkpoint),
+             "history_sha256": hashlib.sha256(text.encode()).hexdigest()}
+    run = RunSession(folder.path)
+    # The rows after the checkpoint's update do not count: they are made again.
+    protocol_training.UpdateCheckpoint.check_files(run, state)
+
+    before = _folder_hashes(folder.path)
+    folder.history_path.write_text("update,loss,image,seconds\n1,0.5,7,0.1\n2,0.3,3,0.1\n")
+    with pytest.raises(RunFolderError, match="does not begin with the 2 rows it held"):
+        protocol_training.UpdateCheckpoint.check_files(run, state)
+    folder.history_path.write_text("update,loss,image,seconds\n1,0.5,7,0.1\n")
+    with pytest.raises(RunFolderError, match="holds 1 rows, fewer than the 2 updates"):
+        protocol_training.UpdateCheckpoint.check_files(run, state)
+    checkpoint.write_bytes(b"other weights")
+    with pytest.raises(RunFolderError, match="not the checkpoint written at update 2"):
+        protocol_training.UpdateCheckpoint.check_files(run, state)
+    # The checks read: the manifest (and the folder's other files) are as they were.
+    after = _folder_hashes(folder.path)
+    assert after["manifest.json"] == before["manifest.json"] and sorted(after) == sorted(before)
