@@ -122,6 +122,8 @@ def test_a_stopped_run_resumes_bit_identical_to_an_uninterrupted_one(case, stop_
     assert not (parted / "state.json").exists() and not (parted / "checkpoints").exists()
 
 
+# Slow: two trainings (about 8 s); the fast loop keeps the autoencoder's resume above within its 3 minutes.
+@pytest.mark.slow
 def test_a_resume_with_other_options_or_of_a_complete_run_is_refused_and_changes_nothing(stop_after, tmp_path):
     folder = tmp_path / "run"
     stop_after[0] = 3
