@@ -98,7 +98,7 @@ Examples:
 @click.option("--init-weights", type=click.Path(dir_okay=False), help="Start from these initial weights (e.g. another run's initial_weights.h5) instead of the seed's.")
 @runtime_options(devices=True)
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Run folder [default: weights/prednet-<date>-<time>].")
-@click.option("--resume", is_flag=True, help="Continue the run in --output from its last completed epoch. A complete run is continued only with --epochs raised above its epochs; a shipped model, a folder that is not a run folder, or one whose files do not match its manifest is refused, unchanged.")
+@click.option("--resume", is_flag=True, help="Continue the run in --output from its last completed epoch (a model trained by its protocol: from its last checkpoint). A complete run is continued only with --epochs raised above its epochs; a shipped model, a folder that is not a run folder, or one whose files do not match its manifest is refused, unchanged.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run folder at --output. The old run is kept aside until the new one completes its first epoch, and put back unchanged if the new one fails or is stopped before that.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Train N times into OUTPUT/repeat-1..N and say whether the runs are bit-identical (final weights and loss curves): a determinism audit.")
 @click.option("-q", "--quiet", is_flag=True, help="One log line per epoch instead of a progress bar.")
@@ -130,7 +130,8 @@ def main(ctx, **options):
     --model prednet-chainer and --model autoencoder train the study's own
     models by its protocol (--protocol paper|quick) instead of the KITTI
     recipe: the manifest then also holds the protocol's `metric`, history.csv
-    has one row per update, and the run cannot be resumed (no checkpoints).
+    has one row per update, and --resume continues the run from its last
+    checkpoint (written every few minutes and when it is stopped).
     """
     _check_combinations(ctx, options)
     if options["overwrite"] and options["resume"]:
@@ -150,7 +151,7 @@ def _train_new(options):
     from prednet_keras.session.start import start_new_run
 
     kind = model_kinds.get(options["model"])
-    study = not kind.session_protocol.can_resume
+    study = not kind.follows_recipe
     config = _study_config(options) if study else _checked_train_config(options)
     runtime_config = _runtime_config(options, None if study else config)
     schedule = None
@@ -231,12 +232,12 @@ def _check_combinations(ctx, options):
     explicit = dict(_explicit(ctx, options))
     model = options["model"]
     kind = model_kinds.get(model)
-    if not kind.session_protocol.can_resume:
-        if options["resume"]:
-            raise click.UsageError(
-                f"--resume is not available for --model {model}: its protocol keeps no checkpoints; "
-                "start the run again (--overwrite replaces it)."
-            )
+    if options["resume"] and not kind.session_protocol.can_resume:
+        raise click.UsageError(
+            f"--resume is not available for --model {model}: its protocol keeps no checkpoints; "
+            "start the run again (--overwrite replaces it)."
+        )
+    if not kind.follows_recipe:
         if options.get("precision", "float32") != "float32":
             raise click.UsageError(
                 f"--precision {options['precision']} is for --model prednet only: the study's models are not "
@@ -254,7 +255,7 @@ def _check_combinations(ctx, options):
         refused = [name for name in STUDY_ONLY if name in explicit and name not in kind.options]
         if refused:
             flags = ", ".join("--" + n.replace("_", "-") for n in refused)
-            others = " or ".join(f"--model {k.name}" for k in model_kinds.kinds() if not k.session_protocol.can_resume)
+            others = " or ".join(f"--model {k.name}" for k in model_kinds.kinds() if not k.follows_recipe)
             raise click.UsageError(
                 f"{flags} {'applies' if len(refused) == 1 else 'apply'} only to {others}, not to --model {model}."
             )
@@ -369,10 +370,15 @@ def _resume(ctx, options):
     code = resume_run(options["output"], lambda folder: _check_resume(ctx, options, folder), quiet=options["quiet"],
                       say=_say)
     if code == 0:
+        from prednet_keras import model_kinds
         from prednet_keras.session.folder import RunFolder
 
-        recorded = RunFolder(options["output"]).read_record().options
-        _say_how_to_evaluate(options["output"], recorded.data if recorded is not None else None, "prediction")
+        manifest = RunFolder(options["output"]).read_record()
+        kind = model_kinds.find(manifest.model_kind or "prednet")
+        evaluation = kind.evaluation if kind is not None else "prediction"
+        if evaluation is not None:
+            recorded = manifest.options
+            _say_how_to_evaluate(options["output"], recorded.data if recorded is not None else None, evaluation)
     return code
 
 
@@ -382,15 +388,26 @@ def _check_resume(ctx, options, folder):
     Returns:
         (completed epochs, the run's RuntimeConfig, the resume record for the training process).
     """
+    from prednet_keras import model_kinds
+    from prednet_keras.session.records import Manifest
     from prednet_keras.session.start import resumable_run
 
     manifest, done, recorded, requested_runtime = resumable_run(folder)
-    given = _train_config(options)
+    kind = model_kinds.get(Manifest.coerce(manifest).model_kind or "prednet")
+    if kind.follows_recipe:
+        given, may_change, only = _train_config(options), RESUME_MAY_CHANGE, "only --epochs may change"
+    else:
+        # The kind's own options, made as for a new run (its defaults, absolute paths); its updates are set by
+        # them, so none may change.
+        given = _study_config(dict(options, model=kind.name))
+        may_change, only = RESUME_MAY_CHANGE - {"epochs"}, "none of its options may change"
     for name, value in _explicit(ctx, options):
-        if name in RESUME_MAY_CHANGE or name in ("overwrite",):
+        if name in may_change or name in ("overwrite",):
             continue
         if name in RUNTIME_OPTIONS:
             before = getattr(requested_runtime, name)
+        elif name == "model":
+            before, value = recorded.model, model_kinds.get(value).canonical()
         else:
             before = getattr(recorded, name)
             value = getattr(given, name)
@@ -399,7 +416,7 @@ def _check_resume(ctx, options, folder):
         if _normalise(value) != _normalise(before):
             raise click.UsageError(
                 f"--{name.replace('_', '-')} {_show(value)} differs from this run's {_show(before)}; "
-                "--resume continues a run as it was started (only --epochs may change)."
+                f"--resume continues a run as it was started ({only})."
             )
     explicit_epochs = ctx.get_parameter_source("epochs") in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     epochs = options["epochs"] if explicit_epochs else None

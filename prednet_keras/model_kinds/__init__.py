@@ -23,13 +23,14 @@ from prednet_keras.model_kinds.base import (
     is_reference,
     kinds,
     names,
+    protocol_of,
     register,
     register_reference_kind,
 )
 from prednet_keras.model_kinds.user import UserModel
 
-__all__ = ["BenchDefaults", "ModelKind", "UserModel", "find", "get", "is_reference", "kinds", "names", "register",
-           "register_reference_kind"]
+__all__ = ["BenchDefaults", "ModelKind", "UserModel", "find", "get", "is_reference", "kinds", "names", "protocol_of",
+           "register", "register_reference_kind"]
 
 register(lotter.KIND)
 register(chainer.KIND)

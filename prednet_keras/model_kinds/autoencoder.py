@@ -74,7 +74,7 @@ class AutoencoderKind(ProtocolKind):
 
         return {"model": config.model, "preset": dataclasses.asdict(preset), "autoencoder": config.autoencoder}
 
-    def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start):
+    def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start, checkpoint=None):
         from prednet_keras.models import autoencoder_protocol
 
         return autoencoder_protocol.train_autoencoder(
@@ -86,6 +86,7 @@ class AutoencoderKind(ProtocolKind):
             mnist=data,
             jit_compile=jit_compile,
             on_start=on_start,
+            checkpoint=checkpoint,
         )
 
     # -- prednet-bench ------------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ import dataclasses
 
 from prednet_keras.options import value_rules as rules
 
-__all__ = ["SHARED_TRAIN_RULES", "BenchDefaults", "ModelKind", "get", "is_reference", "kinds", "names", "register",
-           "register_reference_kind"]
+__all__ = ["SHARED_TRAIN_RULES", "BenchDefaults", "ModelKind", "get", "is_reference", "kinds", "names", "protocol_of",
+           "register", "register_reference_kind"]
 
 _KINDS = {}
 # [train] rules of the options Lotter's PredNet and the Chainer-lineage one share. Sizes bound what one run
@@ -70,8 +70,12 @@ class ModelKind:
         help: one line for --help and the docs.
         session_protocol: how the one training session (session/training.py) trains it, a
             session.protocol.TrainingProtocol: Lotter's recipe (RecipeProtocol: epochs, checkpoints, --resume) or a
-            protocol counted in updates (UpdateProtocol: one history row per update, no checkpoints). What it can do
-            it states: `session_protocol.can_resume` is the one test of whether a run can be continued.
+            protocol counted in updates (UpdateProtocol: one history row per update, checkpoints, --resume unless
+            the kind states it cannot). What it can do it states: `session_protocol.can_resume` is the one test of
+            whether a run can be continued.
+        follows_recipe: trained by Lotter's KITTI recipe, so prednet-train builds its options from the recipe's
+            (TrainConfig: epochs, batches, the learning-rate schedule, devices) with the recipe's defaults and
+            checks; False: the kind builds its own options record (`config_from_options`).
         precision_modes: whether --precision other than float32 applies.
         options: prednet-train's options (Python names) that apply to this kind; the others are refused.
         arm_factors: {factor: default} training switches a study configuration may set (compared, so part
@@ -88,6 +92,7 @@ class ModelKind:
     name = None
     help = ""
     session_protocol = None
+    follows_recipe = False
     precision_modes = False
     options = ()
     arm_factors = {}
@@ -165,8 +170,10 @@ class ModelKind:
         arm factors)."""
         raise NotImplementedError
 
-    def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start):
-        """Trains; returns a protocols.ProtocolResult."""
+    def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start, checkpoint=None):
+        """Trains; returns a protocols.ProtocolResult. `checkpoint`: the session's checkpoints, which a protocol
+        that can resume gives its compiled model and continues from (models/protocols.py says how); None
+        from a protocol that cannot."""
         raise NotImplementedError
 
     def evaluate_heldout(self, config, model):
@@ -254,6 +261,22 @@ def find(name):
         return get(name)
     except ValueError:
         return None
+
+
+def protocol_of(manifest):
+    """The protocol (a session.protocol.TrainingProtocol) of the run whose manifest is `manifest` (a
+    session.records.Manifest or its dict); None for a model kind this installation does not know.
+
+    The one place that reads a recorded run's model kind for what its protocol can do: the run folder (which
+    checksum vouches for model.keras, whether a complete run can go on), the training session and the worker
+    ask it. It lives in the registry's base, which imports nothing of the session's loops, so the run folder
+    can ask it (the kinds' modules reach the loops, which use the run folder). The kinds are registered by
+    importing `prednet_keras.model_kinds`, as every command that reads a run does.
+    """
+    from prednet_keras.session.records import Manifest
+
+    kind = find(Manifest.coerce(manifest).model_kind or "prednet")
+    return kind.session_protocol if kind is not None else None
 
 
 def names(bench=False):

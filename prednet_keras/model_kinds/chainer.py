@@ -154,7 +154,7 @@ class ChainerKind(ProtocolKind):
         return {"model": config.model, "preset": dataclasses.asdict(preset), "model_config": config.model_config(),
                 "size": list(config.size)}
 
-    def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start):
+    def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start, checkpoint=None):
         from prednet_keras.models import chainer_protocol
 
         return chainer_protocol.train_chainer_prednet(
@@ -168,6 +168,7 @@ class ChainerKind(ProtocolKind):
             on_update=on_update,
             jit_compile=jit_compile,
             on_start=on_start,
+            checkpoint=checkpoint,
             unroll=config.unroll,
         )
 

@@ -12,6 +12,7 @@ class LotterKind(base.ModelKind):
     name = "prednet"
     help = "Lotter's PredNet"
     session_protocol = RecipeProtocol()
+    follows_recipe = True
     precision_modes = True
     options = ("stack_sizes", "r_stack_sizes", "filter_size", "data", "val_data", "val_fraction", "size", "epochs",
                "steps_per_epoch", "batch_size", "nt", "lr", "lr_drop_epoch", "lr_drop_factor", "layer_loss",

@@ -160,8 +160,8 @@ def protocol_train_rules():
 
 
 class ProtocolKind(base.ModelKind):
-    """What the study's own models share: StudyConfig, --protocol, a protocol counted in updates (no
-    checkpoints)."""
+    """What the study's own models share: StudyConfig, --protocol, a protocol counted in updates (checkpointed,
+    resumable)."""
 
     session_protocol = UpdateProtocol()
     protocol_overrides = ()

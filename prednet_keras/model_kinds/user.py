@@ -29,7 +29,8 @@ file and that file's sha256 (manifest `model` and `protocol`).
 [train] of a study spec (and prednet-train's --epochs / --batch-size, when given) may override epochs,
 batch_size and metric_updates.
 
-Not (yet) for user models: --precision other than float32, --resume (no checkpoints), prednet-bench, and
+Not (yet) for user models: --precision other than float32, --resume (no checkpoints: `UserModelKind` says
+why), prednet-bench, and
 prednet-eval (it refuses such a run in one line: the val metrics in the manifest are the evaluation). Build the model with the functional API
 and named layers: a keras.Sequential built inside the function gets other weight paths than the same model
 loaded from model.keras, and the saved weights are checked against the run's record by path. Only the
@@ -216,7 +217,10 @@ def _arrays_checksum(pair):
 class UserModelKind(base.ModelKind):
     """The kind of one reference (made by base.get for a name with a ':')."""
 
-    session_protocol = UpdateProtocol()
+    # Not resumable (yet): a user's model may draw random numbers while it trains (dropout, noise layers),
+    # and the generators' state is not among the variables a checkpoint holds, so a continued run would not
+    # be the uninterrupted one; its runs keep no checkpoints and are started again.
+    session_protocol = UpdateProtocol(can_resume=False)
     precision_modes = False
     options = ("seed", "init_weights", "epochs", "batch_size")
     history_columns = ("update", "epoch", "loss", "seconds")
@@ -320,7 +324,7 @@ class UserModelKind(base.ModelKind):
         return {"model": config.model, "preset": dataclasses.asdict(preset),
                 "file_sha256": self.load()[1]["file_sha256"]}
 
-    def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start):
+    def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start, checkpoint=None):
         import keras
 
         from prednet_keras.models import protocols

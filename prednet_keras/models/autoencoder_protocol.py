@@ -46,6 +46,7 @@ def train_autoencoder(
     jit_compile="auto",
     images=None,
     on_start=None,
+    checkpoint=None,
 ):
     """Trains an MNIST autoencoder one image per update (the study's control).
 
@@ -65,6 +66,9 @@ def train_autoencoder(
             weights are set and before the first update. A callback reading
             weights during training must sync them first on JAX
             (`model.jax_state_sync()`): fit keeps them outside the variables.
+        checkpoint: the run's checkpoints (`protocols`' module docstring): it is given the compiled
+            model (its weights and Adam's variables); the images after its records are trained, in
+            the same order.
 
     Returns:
         ProtocolResult: model = the trained autoencoder, records (one per
@@ -86,21 +90,27 @@ def train_autoencoder(
         metrics=[LastBatchMSE()],
         jit_compile=jit_compile,
     )
+    done = ()
+    if checkpoint is not None:
+        checkpoint.attach(model)
+        done = checkpoint.records
     if on_start is not None:
         on_start(model)
     order = autoencoder_order(len(x_train), protocol.images, seed)
-    inputs = ae.mnist_images(x_train[order])
-    log = UpdateLog(on_update)
+    # A continued run trains the images after those its checkpoint records, in the same order.
+    inputs = ae.mnist_images(x_train[order[len(done):]])
+    log = UpdateLog(on_update, records=done)
     started = time.perf_counter()
-    model.fit(
-        inputs,
-        inputs,
-        batch_size=1,
-        epochs=1,
-        shuffle=False,  # the order is the seeded one above, the same on every backend
-        verbose=0,
-        callbacks=[UpdateRecorder(log, "image_mse", fields=lambda index: {"image": int(order[index])})],
-    )
+    if len(inputs):
+        model.fit(
+            inputs,
+            inputs,
+            batch_size=1,
+            epochs=1,
+            shuffle=False,  # the order is the seeded one above, the same on every backend
+            verbose=0,
+            callbacks=[UpdateRecorder(log, "image_mse", fields=lambda index: {"image": int(order[index])})],
+        )
     seconds = time.perf_counter() - started
     records = log.records
     del inputs

@@ -416,6 +416,13 @@ class ChainerPredNetTrainer:
         reset = np.full((1, 1), 1.0 if starts_sequence else 0.0, np.float32)
         return {"frames": frames[np.newaxis], "valid": valid, "reset": reset}
 
+    def build_window(self):
+        """Builds the window model by one forward pass over zero frames (its carried state is then whatever
+        that pass left, so a checkpoint is loaded after it): what loading a checkpoint needs before the
+        first update, which would build it otherwise."""
+        frames = np.zeros((self.bprop + 1,) + self.frame_shape, np.float32)
+        self.window_model(self.window_inputs(frames, starts_sequence=True))
+
     def update(self, frames, starts_sequence):
         """One window: forward, backward, one optimizer step.
 
@@ -455,6 +462,7 @@ def train_chainer_prednet(
     bprop=None,
     on_start=None,
     unroll=False,
+    checkpoint=None,
 ):
     """Trains the Chainer PredNet as the authors' main.py did (see the module docstring).
 
@@ -482,6 +490,9 @@ def train_chainer_prednet(
             weights are set and before the first update (e.g. to snapshot weights).
         unroll: the window's time loop unrolled in the compiled update
             (`ChainerPredNetTrainer`).
+        checkpoint: the run's checkpoints (`protocols`' module docstring): it is given the window
+            model, which holds all a continuation needs (the weights, Adam's variables and iteration
+            count, the state carried into the next window); the windows after its records are trained.
 
     Returns:
         ProtocolResult: model = the trained prediction model (frames ->
@@ -512,12 +523,16 @@ def train_chainer_prednet(
         unroll=unroll,
     )
     initial = load_initial_weights_into(trainer.layer, initial_weights, seed)
+    done = ()
+    if checkpoint is not None:
+        checkpoint.attach(trainer.window_model, build=trainer.build_window)
+        done = checkpoint.records
     if on_start is not None:
         on_start(trainer.layer)
 
-    log = UpdateLog(on_update, checked=("loss", "window_loss"))
+    log = UpdateLog(on_update, checked=("loss", "window_loss"), records=done)
     started = time.perf_counter()
-    for window in windows:
+    for window in windows[len(log.records):]:
         frames = sequences[window.sequence].read(window.frame_slice)
         log.start()
         loss, window_loss = trainer.update(frames, window.starts_sequence)

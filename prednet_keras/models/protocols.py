@@ -7,6 +7,14 @@ Each model kind's protocol is its own module: the Chainer PredNet's in `chainer_
 update (`UpdateLog`, fed by `UpdateRecorder` where Keras' fit runs the updates), Adam as Chainer's
 (`chainer_adam`) and the starting weights (`load_initial_weights_into`).
 
+A protocol continues a checkpointed run through one object, its `checkpoint` argument (the training
+session's `session.protocol_training.UpdateCheckpoint`): `checkpoint.records` are the updates already
+made (empty for a new run), and `checkpoint.attach(model)`, called once the compiled model that holds the
+optimizer exists and its initial weights are set, loads the checkpoint's state into it (weights, optimizer
+variables, carried state) and keeps it to checkpoint later (`build`, a function that builds a model not yet
+built, is called first when there is a checkpoint to load). The protocol then makes only the updates after
+those records, in the same order, so the run ends as an uninterrupted one would.
+
 Presets (`PRESETS`, `protocol_preset`): "paper" is the study's set-up,
 "quick" a tiny one for tests and smoke runs.
 """
@@ -166,10 +174,12 @@ class UpdateLog:
         on_update: called with each record once it is made (history.csv, the trajectory and the
             progress lines of the training session: `session.protocol_training`), or None.
         checked: the fields that must be finite.
+        records: the records of the updates a continued run already made (its checkpoint's); the next
+            update is numbered after them.
     """
 
-    def __init__(self, on_update=None, checked=("loss",)):
-        self.records = []
+    def __init__(self, on_update=None, checked=("loss",), records=()):
+        self.records = list(records)
         self.on_update = on_update
         self.checked = tuple(checked)
         self._tick = None

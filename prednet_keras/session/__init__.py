@@ -6,7 +6,8 @@ display (what a run prints), start (a command's new or continued run), worker (t
 interrupts (how it stops). One training session for every model kind: training (the process's one entry)
 runs the protocol the kind states (protocol: what it can do, resume or not, stated there):
 recipe_training (Lotter's recipe, Keras fit, checkpoints, resumable) or protocol_training (a protocol
-counted in updates: the Chainer window, the autoencoder, a user's model; no checkpoints). Every protocol
+counted in updates: the Chainer window, the autoencoder, a user's model; checkpointed and resumable unless
+the kind states it cannot). Every protocol
 reports through the Keras callbacks of callbacks; with training_data, early_stopping, trajectory and
 torch_compile.
 

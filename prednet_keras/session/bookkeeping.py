@@ -1,8 +1,8 @@
 """One training process's work on one run folder (issue 27): what every protocol shares.
 
 The one training session (`training.train`) opens a `RunSession` and hands it to the run's protocol
-(`recipe_training.run_training`: Lotter's recipe, Keras fit with checkpoints; `protocol_training.run_protocol`: a
-model kind's protocol counted in updates, no checkpoints): it reads the run's manifest (typed
+(`recipe_training.run_training`: Lotter's recipe, Keras fit, a checkpoint every epoch; `protocol_training.run_protocol`:
+a model kind's protocol counted in updates, checkpointed every few minutes): it reads the run's manifest (typed
 for reading: `recorded`), restores a checkpoint after checking it is the one recorded, records this
 process in its `sessions` (started, pid, the fields the driver gives; an earlier process that never
 said how it ended is marked killed), marks the run running, times the training, opens history.csv,
@@ -27,7 +27,7 @@ from prednet_keras.session import folder as run_folders
 from prednet_keras.session.history import HISTORY_FIELDS, HistoryWriter, draw_loss
 from prednet_keras.session.records import Manifest
 
-__all__ = ["RunSession", "mark_stopped", "now"]
+__all__ = ["RunSession", "check_checkpoint_file", "mark_stopped", "now"]
 
 
 def now():
@@ -69,7 +69,7 @@ class RunSession:
         from prednet_keras.models import starting_point
 
         checkpoint = self.folder.path / state["checkpoint"]
-        _check_checkpoint_file(checkpoint, state)
+        check_checkpoint_file(checkpoint, state)
         # Optimizer variables must exist before load_weights can restore them.
         model.optimizer.build(model.trainable_variables)
         model.load_weights(checkpoint)
@@ -134,8 +134,8 @@ class RunSession:
         self.write()
 
 
-def _check_checkpoint_file(checkpoint, state):
-    """Fails before Keras reads a checkpoint whose bytes are not the ones written at its epoch.
+def check_checkpoint_file(checkpoint, state):
+    """Fails before Keras reads a checkpoint whose bytes are not the ones written at its epoch (or update).
 
     Keras loads what it recognises and passes over the rest: an optimizer state of another
     size is dropped with a warning (the run would go on from a fresh Adam), unknown groups are
@@ -146,10 +146,15 @@ def _check_checkpoint_file(checkpoint, state):
     expected = state.get("checkpoint_sha256")
     if expected is not None and file_sha256(checkpoint) != expected:
         raise run_folders.RunFolderError(
-            f"{checkpoint}: not the checkpoint written at epoch {state['epoch']} ({run_folders.STATE} records sha256 "
+            f"{checkpoint}: not the checkpoint written at {_moment(state)} ({run_folders.STATE} records sha256 "
             f"{expected[:12]}..., the file's differs): it was changed or replaced since, so this run cannot be "
             "continued from it."
         )
+
+
+def _moment(state):
+    """"epoch 3" (Lotter's recipe) or "update 120" (a protocol counted in updates): what a state.json records."""
+    return f"update {state['update']}" if "update" in state else f"epoch {state['epoch']}"
 
 
 def _verify_checkpoint(folder, manifest, state, actual):
@@ -161,7 +166,7 @@ def _verify_checkpoint(folder, manifest, state, actual):
     """
     expected, where = state.get("weights_checksum"), f"{run_folders.STATE} weights_checksum"
     result = Manifest.coerce(manifest).result
-    if expected is None and result and result.weights_checksum and result.epochs_completed == state["epoch"]:
+    if expected is None and result and result.weights_checksum and result.epochs_completed == state.get("epoch"):
         expected, where = result.weights_checksum, f"{run_folders.MANIFEST} result.weights_checksum"
     if expected is not None and expected != actual:
         raise run_folders.RunFolderError(
@@ -201,6 +206,8 @@ def mark_stopped(run_dir, status, error=None):
     if ours:
         sessions[-1]["ended"] = now()
         sessions[-1]["end_epoch"] = folder.completed_epochs()
+        if folder.completed_updates():
+            sessions[-1]["end_update"] = folder.completed_updates()
         sessions[-1]["status"] = status
         if error:
             sessions[-1]["error"] = error

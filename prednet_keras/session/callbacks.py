@@ -8,7 +8,8 @@ and the PREDNET_TEST_KILL_AT test hook.
 
 A protocol counted in updates (`protocol_training`; its loop calls `on_train_begin` and
 `on_train_batch_end` with each update's record as the logs): `UpdateRows` (history.csv),
-`TrajectorySnapshots` (trajectory.npz) and `UpdateProgressLines` (the update lines of `display`).
+`TrajectorySnapshots` (trajectory.npz), `UpdateProgressLines` (the update lines of `display`) and
+`UpdateCheckpoints` (its checkpoints).
 """
 
 import math
@@ -253,6 +254,32 @@ class UpdateProgressLines(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self.progress(logs)
+
+
+class UpdateCheckpoints(keras.callbacks.Callback):
+    """Checkpoints a run counted in updates when a checkpoint is due and at the update a stop was asked at
+    (before StopOnRequest ends the run), through the run's protocol_training.UpdateCheckpoint.
+
+    The PREDNET_TEST_KILL_AT test hook reaches it as "1:UPDATE[:SIGNAL]" (a run's updates are the steps of
+    its one epoch): the signal is sent once the update is recorded, before its checkpoint is considered.
+
+    Args:
+        checkpoint: the run's UpdateCheckpoint.
+        should_stop: the session's stop request (a function), or None.
+    """
+
+    def __init__(self, checkpoint, should_stop=None):
+        super().__init__()
+        self.checkpoint = checkpoint
+        self.should_stop = should_stop
+        self._kill_at = _parse_kill_at(os.environ.get(KILL_AT_ENV))
+
+    def on_train_batch_end(self, batch, logs=None):
+        update = int(logs["update"])
+        if self._kill_at and self._kill_at[:2] == (1, update):
+            os.kill(os.getpid(), getattr(signal, self._kill_at[2], signal.SIGTERM))
+        if self.checkpoint.due() or (self.should_stop is not None and self.should_stop()):
+            self.checkpoint.save(update)
 
 
 class StopOnRequest(keras.callbacks.Callback):

@@ -66,12 +66,14 @@ class UpdateProgress:
         label: what is trained, starting each line.
         total: the updates the run makes.
         every: updates between two lines (at least 1).
+        done: updates already made (a continued run: its first update here is done + 1, and compiles).
     """
 
-    def __init__(self, label, total, every):
+    def __init__(self, label, total, every, done=0):
         self.label = label
         self.total = int(total)
         self.every = max(1, int(every))
+        self.done = int(done)
         self.first = FirstStep("update step", "update", "first update")
         self._started = None
         self._after_first = None
@@ -87,15 +89,15 @@ class UpdateProgress:
         if self._started is None:
             self._started = now
         number = int(record["update"])
-        if number == 1:
+        if number == self.done + 1:
             self.first.end()
             self._after_first = now
         if number % self.every and number != self.total:
             return
         elapsed = now - self._started
         left = ""
-        if number < self.total and number > 1 and self._after_first is not None:
-            per_update = (now - self._after_first) / (number - 1)
+        if number < self.total and number > self.done + 1 and self._after_first is not None:
+            per_update = (now - self._after_first) / (number - self.done - 1)
             left = f", about {duration_text(per_update * (self.total - number))} left"
         print(f"{self.label} update {number}/{self.total}: loss {record['loss']:.6g} "
               f"({duration_text(elapsed)}{left})", flush=True)

@@ -8,8 +8,10 @@
       model.keras          the best model so far (lowest validation loss), no optimizer
       initial_weights.h5   the starting point (starting_point's format), so another
                            machine or backend can start alike
-      state.json           the last completed epoch and where its checkpoint is
-      checkpoints/         epoch-NNNN.weights.h5: weights + optimizer state of that epoch
+      state.json           the last completed epoch (or, for a protocol counted in updates, the
+                           last checkpointed update) and where its checkpoint is
+      checkpoints/         epoch-NNNN.weights.h5 (update-NNNNNNN.weights.h5): weights + optimizer
+                           state then (a protocol counted in updates removes both once complete)
       loss.png             the loss curves
 
 Every file that matters is written to a temporary name in the same folder and
@@ -222,7 +224,7 @@ class RunFolder:
         (no state.json or checkpoint for them: a copied or damaged folder).
 
         Returns:
-            (manifest, completed epochs).
+            (manifest, completed epochs; for a protocol counted in updates, its checkpointed updates).
         """
         if not self.path.is_dir():
             raise RunFolderError(f"Nothing to resume: {self.path} does not exist.")
@@ -243,7 +245,7 @@ class RunFolder:
             )
         self.check_not_shipped()
         state = self.read_state()
-        done = int(state["epoch"]) if state else 0
+        done = _progress(state)[0]
         recorded = record.epochs_completed
         if recorded is not None and int(recorded) != done:
             holds = f"the checkpoint of epoch {done}" if state else f"no checkpoint to continue from (no {STATE})"
@@ -266,6 +268,13 @@ class RunFolder:
         """
         manifest = Manifest.coerce(manifest)
         total = manifest.epochs
+        protocol = _protocol_of(manifest)
+        if protocol is not None and protocol.progress_unit == "update":
+            # A protocol counted in updates: its updates are fixed by its options, so a complete run is final.
+            if manifest.complete:
+                raise RunFolderError(f"{self.path} is complete: nothing to resume (a --model "
+                                     f"{manifest.model_kind} run makes the updates its options set).")
+            return
         if epochs is not None and epochs < done:
             raise RunFolderError(f"--epochs {epochs} is fewer than the {done} already completed in {self.path}.")
         finished = manifest.complete or (total and done >= total)
@@ -342,11 +351,25 @@ class RunFolder:
 
     def completed_epochs(self):
         """Number of completed epochs (0 when none or unknown)."""
+        count, unit = self.progress()
+        return count if unit == "epoch" else 0
+
+    def completed_updates(self):
+        """Number of checkpointed updates of a protocol counted in updates (0 when none or unknown)."""
+        count, unit = self.progress()
+        return count if unit == "update" else 0
+
+    def progress(self):
+        """(count, "epoch" or "update"): what the last checkpoint holds ((0, "epoch") when none or unknown)."""
         try:
-            state = self.read_state()
-        except (RunFolderError, KeyError):
-            return 0
-        return int(state["epoch"]) if state else 0
+            return _progress(self.read_state())
+        except (RunFolderError, KeyError, TypeError, ValueError):
+            return 0, "epoch"
+
+    def progress_text(self):
+        """"3 epochs completed", "120 updates checkpointed": what a --resume continues from."""
+        count, unit = self.progress()
+        return f"{plural(count, unit)} {'completed' if unit == 'epoch' else 'checkpointed'}"
 
     def recorded_model_checksum(self):
         """The weights checksum model.keras must have, and where it is recorded; None when none is.
@@ -367,15 +390,17 @@ class RunFolder:
         if result.model_weights_checksum:
             return result.model_weights_checksum, f"{MANIFEST} result.model_weights_checksum"
         final = result.weights_checksum
-        study_model = _kind_without_checkpoints(manifest.model_kind)
-        if final and (study_model or (result.best_epoch and result.best_epoch == result.epochs_completed)):
+        protocol = _protocol_of(manifest)
+        final_model = protocol is not None and protocol.keeps_final_model
+        if final and (final_model or (result.best_epoch and result.best_epoch == result.epochs_completed)):
             return final, f"{MANIFEST} result.weights_checksum"
         return None
 
     def has_results(self):
-        """True once the run has something to show: a completed epoch, or (the
-        study models, which keep no checkpoints) a complete manifest."""
-        if self.completed_epochs() > 0:
+        """True once the run has something to show: a completed epoch or a checkpointed update (something
+        to continue from), or a complete manifest (a protocol counted in updates removes its checkpoints
+        once complete)."""
+        if self.progress()[0] > 0:
             return True
         try:
             return self.read_record().complete
@@ -385,6 +410,16 @@ class RunFolder:
     def checkpoint_path(self, epoch):
         """Where the checkpoint of a completed epoch (from 1) is written."""
         return self.checkpoints_path / f"epoch-{epoch:04d}.weights.h5"
+
+    def update_checkpoint_path(self, update):
+        """Where the checkpoint after an update (from 1) of a protocol counted in updates is written."""
+        return self.checkpoints_path / f"update-{update:07d}.weights.h5"
+
+    def remove_checkpoints(self):
+        """Deletes state.json and checkpoints/ (a complete run of a protocol counted in updates needs neither)."""
+        self.state_path.unlink(missing_ok=True)
+        if self.checkpoints_path.is_dir():
+            shutil.rmtree(self.checkpoints_path)
 
     def remove_checkpoints_except(self, keep):
         """Deletes checkpoint files other than `keep` (leftovers of earlier epochs
@@ -479,11 +514,17 @@ class Replacement:
                 "new run completed an epoch")
 
 
-def _kind_without_checkpoints(model):
-    """Whether the model kind `model` trains by a protocol that keeps no checkpoints (its final weights are its
-    result)."""
-    # base alone: the kinds' modules reach recipe_training.py, which uses this module (the package registers them).
-    from prednet_keras.model_kinds import base
+def _progress(state):
+    """(count, unit) of a state.json: its "epoch" (Lotter's recipe) or its "update" (a protocol counted in updates)."""
+    if not state:
+        return 0, "epoch"
+    if "update" in state:
+        return int(state["update"]), "update"
+    return int(state["epoch"]), "epoch"
 
-    kind = base.find(model) if model else None
-    return kind is not None and not kind.session_protocol.can_resume
+
+def _protocol_of(manifest):
+    # The registry's base alone: the kinds' modules reach recipe_training.py, which uses this module.
+    from prednet_keras.model_kinds.base import protocol_of
+
+    return protocol_of(manifest)

@@ -1,5 +1,6 @@
 """How a training process stops when asked (Ctrl-C, SIGTERM): at once, except while an epoch is being
-recorded. No framework at import.
+recorded, or, for a protocol counted in updates that checkpoints, while it trains (the update in progress
+then completes, is recorded and checkpointed: `protocol_training`). No framework at import.
 
 A handler that raises KeyboardInterrupt raises it wherever the main thread is. During an epoch's end that
 can be after its checkpoint is written and before the state that makes the epoch count: the epoch's work

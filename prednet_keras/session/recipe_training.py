@@ -61,6 +61,8 @@ __all__ = [
     "build_model",
     "check_best_model",
     "check_fits",
+    "check_same_data",
+    "comparable_runtime",
     "jit_compile_for",
     "run_training",
 ]
@@ -197,7 +199,7 @@ def run_training(run, runtime_record=None, quiet=False, resume=None, session_cal
     train_data, val_data, data_info = load_training_data(config)
     recorded = run.recorded
     if recorded.data and first_epoch > 0:
-        _check_same_data(recorded.data, data_info)
+        check_same_data(recorded.data, data_info)
     print(f"  loaded {len(train_data):,} training and {len(val_data) if val_data is not None else 0:,} validation "
           f"frames in {time.perf_counter() - started:.1f} s", flush=True)
 
@@ -400,7 +402,7 @@ def _begin_session(run, config, runtime_record, first_epoch, resume, recorded_ep
         manifest["fingerprint"] = runtime_record.get("fingerprint")
     for key, first in (("effective", runtime.get("effective")), ("fingerprint", manifest.get("fingerprint"))):
         value = runtime_record.get(key)
-        session[key] = "same as the run's" if value is not None and _comparable(value) == _comparable(first) else value
+        session[key] = "same as the run's" if value is not None and comparable_runtime(value) == comparable_runtime(first) else value
     session["start_epoch"] = first_epoch
     if resume:
         manifest.setdefault("resumes", []).append(
@@ -455,15 +457,19 @@ def _finish(run, state, weights_checksum=None):
     return result
 
 
-def _comparable(record):
-    """A runtime record without what differs between any two processes."""
+def comparable_runtime(record):
+    """A runtime record without what differs between any two processes (to tell a resumed process's apart)."""
     if not isinstance(record, dict):
         return record
     volatile = ("pid", "hostname", "cpu_ids")
-    return {k: _comparable(v) for k, v in record.items() if k not in volatile}
+    return {k: comparable_runtime(v) for k, v in record.items() if k not in volatile}
 
 
-def _check_same_data(recorded, current):
+def check_same_data(recorded, current):
+    """Refuses to continue a run whose data (`current`, the manifest's `data` record just made) is not the
+    recorded one (`recorded`: its split's checksums), e.g. a file replaced since the run started."""
+    if not recorded:
+        return
     for split, info in current.items():
         before = (recorded.get(split) or {}).get("checksum")
         if before and before != info["checksum"]:

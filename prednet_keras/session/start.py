@@ -110,12 +110,12 @@ def resume_run(path, check, *, quiet=False, say=print):
             say(f"({recovered})")
         done, runtime_config, record = check(folder)
         before = folder.manifest_path.read_bytes()
-        say(f"Run folder: {folder.path} ({run_folders.plural(done, 'epoch')} completed)")
+        say(f"Run folder: {folder.path} ({folder.progress_text()})")
         _say_starting(runtime_config, say)
         code = worker.launch(folder.path, runtime_config, quiet=quiet, resume=record, pass_fds=lock.fds())
     if code != 0 and folder.manifest_path.read_bytes() == before:
         say(f"(the training process stopped before it began; nothing in {folder.path} was changed)")
-    elif code == worker.EXIT_INTERRUPTED and folder.completed_epochs() == 0:
+    elif code == worker.EXIT_INTERRUPTED and folder.progress()[0] == 0:
         say(f"Continue with: prednet-train --resume --output {folder.path}")
     elif code > 128 and code != worker.EXIT_INTERRUPTED:
         _say_killed(code, folder, say)
@@ -129,14 +129,14 @@ def resumable_run(folder):
         folder: the run_folders.RunFolder.
 
     Returns:
-        (its manifest dict, completed epochs, its recipe.TrainConfig, its runtime.RuntimeConfig).
+        (its manifest dict, completed epochs (checkpointed updates, for a protocol counted in updates), its
+        options (its kind's options record: a recipe.TrainConfig for Lotter's recipe), its runtime.RuntimeConfig).
 
     Raises:
         run_folders.RunFolderError: not a resumable run (see RunFolder.check_resumable), a model kind without
             checkpoints, a manifest without a prednet run's options and runtime, or a run that stopped early.
     """
     from prednet_keras import model_kinds, runtime
-    from prednet_keras.options.recipe import TrainConfig
     from prednet_keras.session.records import Manifest
 
     manifest, done = folder.check_resumable()
@@ -149,7 +149,8 @@ def resumable_run(folder):
             "resumed: start it again (--overwrite replaces it)."
         )
     try:
-        recorded = TrainConfig.from_dict(_recorded_part(run_record.options, "options"))
+        options_record = (recorded_kind or model_kinds.get("prednet")).config_class()
+        recorded = options_record.from_dict(_recorded_part(run_record.options, "options"))
         requested_runtime = runtime.RuntimeConfig.from_dict(
             _recorded_part(run_record.runtime and run_record.runtime.requested, "runtime.requested"))
     except (KeyError, TypeError, ValueError) as error:

@@ -5,7 +5,7 @@ record, history.csv, the timing, loss.png, the run marked complete) and hands it
 model kind states (`protocol`: Lotter's recipe, the Chainer window, the autoencoder, a user's model). The
 protocol reports its progress and records through Keras callbacks (`callbacks`, `display`), the session's
 own (`StopOnRequest`: Ctrl-C or SIGTERM honoured at the next step) called after them; what it can do (resume
-from a checkpoint or not) it states, and `resumable` reads.
+from a checkpoint or not) it states (`model_kinds.protocol_of` reads it for a recorded run).
 
 No framework at import: the worker imports this module before `runtime.configure`.
 """
@@ -13,26 +13,8 @@ No framework at import: the worker imports this module before `runtime.configure
 from prednet_keras import model_kinds
 from prednet_keras.session import folder as run_folders
 from prednet_keras.session.bookkeeping import RunSession
-from prednet_keras.session.records import Manifest
 
-__all__ = ["protocol_of", "resumable", "train"]
-
-
-def protocol_of(manifest):
-    """The protocol (`protocol.TrainingProtocol`) of the run whose manifest is `manifest` (a records.Manifest
-    or its dict); None for a model kind this installation does not know."""
-    kind = model_kinds.find(Manifest.coerce(manifest).model_kind or "prednet")
-    return kind.session_protocol if kind is not None else None
-
-
-def resumable(folder):
-    """Whether the run in `folder` (a RunFolder) keeps checkpoints that --resume continues from (a folder
-    whose manifest cannot be read: as a run of Lotter's recipe)."""
-    try:
-        protocol = protocol_of(folder.read_record())
-    except Exception:
-        return True
-    return protocol is None or protocol.can_resume
+__all__ = ["train"]
 
 
 def train(run_dir, runtime_record=None, quiet=False, resume=None, should_stop=None):
@@ -61,4 +43,5 @@ def train(run_dir, runtime_record=None, quiet=False, resume=None, should_stop=No
 
         # Last at every step: a stop asked for while an epoch is recorded takes effect once it is (interrupts).
         callbacks.append(StopOnRequest(should_stop))
-    return protocol.run(RunSession(run_dir), kind, callbacks, runtime_record, quiet=quiet, resume=resume)
+    return protocol.run(RunSession(run_dir), kind, callbacks, runtime_record, quiet=quiet, resume=resume,
+                        should_stop=should_stop)

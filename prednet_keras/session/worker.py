@@ -142,13 +142,14 @@ def train_main(run_dir, quiet=False, resume=None):
                 flush=True,
             )
             return EXIT_INTERRUPTED
-        done = folder.completed_epochs()
+        done, unit = folder.progress()
         if not done:
             # prednet-train says what follows: a new run is undone, a resumed one can be resumed again.
-            print("\nInterrupted before completing an epoch.", file=sys.stderr, flush=True)
+            before = "completing an epoch" if unit == "epoch" else "its first checkpoint"
+            print(f"\nInterrupted before {before}.", file=sys.stderr, flush=True)
             return EXIT_INTERRUPTED
         print(
-            f"\nInterrupted with {done} epoch{'s' if done != 1 else ''} completed; continue with:\n"
+            f"\nInterrupted with {folder.progress_text()}; continue with:\n"
             f"  prednet-train --resume --output {folder.path}",
             file=sys.stderr,
             flush=True,
@@ -201,9 +202,12 @@ def _quiet_about_full_disks(previous):
 
 def _after_full_disk(folder):
     """What can follow a full disk: a run with completed epochs resumes once there is room."""
-    done = folder.completed_epochs()
+    from prednet_keras.session.folder import plural
+
+    done, unit = folder.progress()
     if done and _resumable(folder):
-        print(f"The run keeps its {done} completed epoch{'s' if done != 1 else ''}; free space, then continue with:\n"
+        kept = plural(done, "completed epoch") if unit == "epoch" else plural(done, "checkpointed update")
+        print(f"The run keeps its {kept}; free space, then continue with:\n"
               f"  prednet-train --resume --output {folder.path}", file=sys.stderr, flush=True)
 
 
@@ -218,10 +222,15 @@ def _space_message(error, folder):
 
 
 def _resumable(folder):
-    """Whether the run's protocol keeps checkpoints (session.training.resumable)."""
-    from prednet_keras.session import training
+    """Whether the run's protocol keeps checkpoints (a folder whose manifest cannot be read: as a run of Lotter's
+    recipe)."""
+    from prednet_keras.model_kinds import protocol_of
 
-    return training.resumable(folder)
+    try:
+        protocol = protocol_of(folder.read_record())
+    except Exception:
+        return True
+    return protocol is None or protocol.can_resume
 
 
 def main(argv=None):

@@ -99,7 +99,7 @@ def test_every_protocol_trains_through_the_one_session(case, session_runs, tiny_
 
     columns, rows = _history(folder)
     lines = result.output.splitlines()
-    if kind.session_protocol.can_resume:
+    if kind.follows_recipe:
         # Lotter's recipe: a row per step and per epoch, a line per epoch, a checkpoint per epoch.
         assert tuple(columns) == HISTORY_FIELDS
         assert [r["kind"] for r in rows] == ["step", "step", "epoch"] * 2
@@ -115,6 +115,7 @@ def test_every_protocol_trains_through_the_one_session(case, session_runs, tiny_
         assert progress and progress[-1].split(": loss")[0].endswith(f"update {updates}/{updates}")
         assert manifest["metric"]["value"] == pytest.approx(
             sum(float(r["loss"]) for r in rows[-manifest["metric"]["count"]:]) / manifest["metric"]["count"])
+        # A complete run needs no checkpoint: none is left.
         assert not (folder / "state.json").exists() and not (folder / "checkpoints").exists()
     assert any(line.startswith("Done: ") for line in lines), result.output
 
@@ -124,18 +125,20 @@ def test_the_session_refuses_to_resume_a_protocol_without_checkpoints(tmp_path):
 
     folder = RunFolder(tmp_path / "run")
     folder.path.mkdir()
-    folder.write_manifest({"options": {"model": "autoencoder"}})
+    # A user's model states that its runs cannot be continued (model_kinds.user).
+    folder.write_manifest({"options": {"model": "tiny.py:fn"}})
     before = folder.manifest_path.read_bytes()
-    with pytest.raises(ValueError, match=r"^--resume is not available for --model autoencoder: its protocol keeps "
+    with pytest.raises(ValueError, match=r"^--resume is not available for --model tiny.py:fn: its protocol keeps "
                                          r"no checkpoints; start the run again \(--overwrite replaces it\)\.$"):
         training.train(folder.path, resume={"command": "prednet-train --resume", "epochs": None})
     assert folder.manifest_path.read_bytes() == before
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_a_protocol_run_at_once_and_says_how_to_start_it_again(tmp_path):
+def test_ctrl_c_stops_a_protocol_run_after_its_update_and_says_how_to_continue(tmp_path):
     # A protocol counted in updates, interrupted after its first update: the session's stop reaches it as it
-    # reaches the recipe, and the worker says what a run without checkpoints can do.
+    # reaches the recipe, once the update in progress is recorded and checkpointed, and prednet-train keeps the
+    # run for --resume.
     folder = tmp_path / "ae"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPOSITORY), os.environ.get("PYTHONPATH", "")]),
                TF_CPP_MIN_LOG_LEVEL="2")
@@ -152,8 +155,12 @@ def test_ctrl_c_stops_a_protocol_run_at_once_and_says_how_to_start_it_again(tmp_
     output.append(process.stdout.read())
     assert process.wait(timeout=120) == 130, "".join(output)
     text = "".join(output)
-    assert (f"Interrupted; this model's protocol keeps no checkpoints, so start it again "
-            f"(prednet-train ... --overwrite --output {folder})." in text), text
-    # prednet-train then removes a new run that has nothing to keep (session.start).
-    assert f"(removed {folder}: the new run was interrupted before completing an epoch)" in text, text
-    assert not folder.exists()
+    state = json.loads((folder / "state.json").read_text())
+    assert 1 <= state["update"] < 100000
+    assert (f"Interrupted with {state['update']} update{'s' if state['update'] > 1 else ''} checkpointed; continue "
+            f"with:\n  prednet-train --resume --output {folder}" in text), text
+    rows = _history(folder)[1]
+    assert [int(r["update"]) for r in rows] == list(range(1, state["update"] + 1))
+    assert (folder / state["checkpoint"]).is_file()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["sessions"][-1]["end_update"] == state["update"]

@@ -182,7 +182,8 @@ def test_replacement_rolls_back_commits_and_recovers_after_a_kill(tmp_path):
     assert folder_hash(new.path) == new_hash
     assert run_folders.Replacement(old).recover() is None
 
-    # The study models keep no checkpoints: a complete manifest is what they have to show.
+    # A protocol counted in updates removes its checkpoints once complete: a complete manifest is what it has to
+    # show.
     replacement.begin()
     study = run_folders.RunFolder(old.path)
     study.create()

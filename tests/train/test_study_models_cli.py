@@ -114,7 +114,7 @@ def test_autoencoder_quick(tmp_path):
         (["--model", "autoencoder", "--size", "32x32"], "--size does not apply to --model autoencoder"),
         (["--model", "autoencoder", "--no-unroll"], "--unroll does not apply to --model autoencoder"),
         (["--model", "prednet-chainer", "--augment", "flip"], "--augment does not apply to --model prednet-chainer"),
-        (["--model", "autoencoder", "--resume"], "--resume is not available for --model autoencoder"),
+        (["--model", "tiny.py:fn", "--resume"], "--resume is not available for --model tiny.py:fn"),
         (["--model", "prednet-chainer", "--stack-sizes", "3,4", "--size", "33x32"], "not divisible by 2**1"),
         (["--model", "prednet-chainer", "--heldout-data", "embedded"], "which is also the training data"),
         (["--model", "autoencoder", "--heldout-data", "embedded"], "--heldout-data does not apply"),
@@ -130,14 +130,16 @@ def test_bad_combinations_give_one_clear_line(tmp_path, args, expected):
     assert not folder.exists()
 
 
-def test_resume_of_a_study_run_is_refused(tmp_path):
+def test_resume_of_a_run_without_checkpoints_is_refused(tmp_path):
+    # A user's model states that its runs cannot be continued (model_kinds.user).
     folder = tmp_path / "run"
     folder.mkdir()
-    manifest = {"format": "prednet-keras-run", "options": {"model": "prednet-chainer"}}
+    manifest = {"format": "prednet-keras-run", "options": {"model": "tiny.py:fn"}}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     result = CliRunner().invoke(train_main, ["--resume", "-o", str(folder)])
     assert result.exit_code == 1
-    assert result.output.startswith("Error:") and "cannot be resumed" in result.output
+    assert result.output.startswith("Error:") and "its protocol keeps no checkpoints, so it cannot be resumed" in (
+        result.output)
     assert json.loads((folder / "manifest.json").read_text()) == manifest
 
 

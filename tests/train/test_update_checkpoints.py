@@ -1,0 +1,203 @@
+"""Checkpoints and --resume of a protocol counted in updates (issue 38: one checkpoint/resume path for every
+protocol): prednet-chainer and the autoencoder, stopped after k of K updates through the session's stop request
+(as Ctrl-C stops them) and resumed, end bit-identical to an uninterrupted run; a resume with other options is
+refused in one line, the run folder unchanged.
+
+The training process is this one (its `worker.launch` replaced by a direct call of the session, with the
+worker's handling of a stop), so the tiny runs share one framework import.
+"""
+
+import csv
+import hashlib
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from prednet_keras.cli.train import main as train_main
+from prednet_keras.session import bookkeeping, protocol_training, training, worker
+from prednet_keras.session.folder import RunFolder
+from tests.train.conftest import run_cli
+
+CHAINER = ["--model", "prednet-chainer", "--protocol", "quick", "--stack-sizes", "3,4", "--size", "32x32",
+           "--period", "40", "--bprop", "4"]
+AUTOENCODER = ["--model", "autoencoder", "--autoencoder", "dense", "--protocol", "quick", "--images", "12"]
+TRAJECTORY_POINTS = 5
+# What differs between two runs of the same options: times, and the run folder's own path.
+VOLATILE_RESULT = ("train_seconds", "first_update_seconds", "initial_weights")
+
+
+@pytest.fixture
+def stop_after(monkeypatch):
+    """Runs prednet-train's training process in this process; `stop_after[0] = k` stops the next run once its
+    k-th update is recorded, through the session's stop request (StopOnRequest), as SIGINT does. Every run
+    samples its weights' trajectory at TRAJECTORY_POINTS points, as a study's runs do."""
+    stop = [None]
+
+    def launch(run_dir, runtime_config, quiet=False, resume=None, **_):
+        history = run_dir / "history.csv"
+        if resume is None:
+            folder = RunFolder(run_dir)
+            folder.update_manifest(study={"trajectory_points": TRAJECTORY_POINTS})
+
+        def should_stop():
+            return stop[0] is not None and history.is_file() and _row_count(history) >= stop[0]
+
+        try:
+            training.train(run_dir, quiet=quiet, resume=resume, should_stop=should_stop)
+        except KeyboardInterrupt:
+            bookkeeping.mark_stopped(run_dir, "interrupted")
+            return worker.EXIT_INTERRUPTED
+        return 0
+
+    monkeypatch.setattr(worker, "launch", launch)
+    return stop
+
+
+def _row_count(path):
+    with open(path, encoding="utf-8") as handle:
+        return sum(1 for _ in handle) - 1
+
+
+def _train(args, folder, *more):
+    return CliRunner().invoke(train_main, [*map(str, args), "--quiet", "-o", str(folder), *more])
+
+
+def _rows(folder):
+    """history.csv's rows without their seconds (the one column that differs between processes)."""
+    with open(folder / "history.csv", newline="") as handle:
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(handle)]
+
+
+def _outcome(folder):
+    manifest = json.loads((folder / "manifest.json").read_text())
+    result = {k: v for k, v in manifest["result"].items() if k not in VOLATILE_RESULT}
+    trajectory = {}
+    if (folder / "trajectory.npz").is_file():
+        with np.load(folder / "trajectory.npz") as arrays:
+            trajectory = {name: arrays[name].tobytes() for name in arrays.files}
+    return result, manifest["metric"], manifest.get("trajectory"), trajectory, sorted(p.name for p in folder.iterdir())
+
+
+def _folder_hashes(folder):
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# prednet-chainer's three trainings (about 35 s on 2 cores) are slow; the fast loop resumes the autoencoder.
+@pytest.mark.parametrize("case", [pytest.param("prednet-chainer", marks=pytest.mark.slow), "autoencoder"])
+def test_a_stopped_run_resumes_bit_identical_to_an_uninterrupted_one(case, stop_after, tiny_npz, tmp_path,
+                                                                     monkeypatch):
+    args = CHAINER + ["--data", tiny_npz] if case == "prednet-chainer" else AUTOENCODER
+    whole, parted = tmp_path / "whole", tmp_path / "parted"
+    done = _train(args, whole)
+    assert done.exit_code == 0, done.output
+    total = len(_rows(whole))
+    assert total == 10 if case == "prednet-chainer" else total == 12
+    # Snapshots on both sides of the stop: a continued run keeps those its checkpoint saved.
+    assert len(np.load(whole / "trajectory.npz")["steps"]) == TRAJECTORY_POINTS + 1
+
+    # A checkpoint after every update until the stop: writing them changes nothing the run computes.
+    monkeypatch.setattr(protocol_training, "CHECKPOINT_SECONDS", 0)
+    stop_after[0] = 4
+    stopped = _train(args, parted)
+    assert stopped.exit_code == worker.EXIT_INTERRUPTED, stopped.output
+    state = json.loads((parted / "state.json").read_text())
+    assert state["update"] == 4 and len(_rows(parted)) == 4
+    assert [p.name for p in (parted / "checkpoints").iterdir()] == ["update-0000004.weights.h5"]
+    assert json.loads((parted / "manifest.json").read_text())["status"] == "interrupted"
+
+    stop_after[0] = None
+    resumed = _train(args, parted, "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert f"Run folder: {parted} (4 updates checkpointed)" in resumed.output
+    assert "Resuming after update 4 of" in resumed.output
+    assert _rows(parted) == _rows(whole)
+    assert _outcome(parted) == _outcome(whole)
+    manifest = json.loads((parted / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["resumes"][0]["after_update"] == 4
+    assert manifest["sessions"][-1]["start_update"] == 4
+    # A complete run keeps no checkpoint (the study packs the same files as before).
+    assert not (parted / "state.json").exists() and not (parted / "checkpoints").exists()
+
+
+# Slow: two trainings (about 8 s); the fast loop keeps the autoencoder's resume above within its 3 minutes.
+@pytest.mark.slow
+def test_a_resume_with_other_options_or_of_a_complete_run_is_refused_and_changes_nothing(stop_after, tmp_path):
+    folder = tmp_path / "run"
+    stop_after[0] = 3
+    assert _train(AUTOENCODER, folder).exit_code == worker.EXIT_INTERRUPTED
+    before = _folder_hashes(folder)
+    assert "state.json" in before
+
+    refused = _train([*AUTOENCODER[:-1], "13"], folder, "--resume")
+    assert refused.exit_code == 2, refused.output
+    errors = [line for line in refused.output.splitlines() if line.startswith("Error:")]
+    assert errors == ["Error: --images 13 differs from this run's 12; --resume continues a run as it was started "
+                      "(none of its options may change)."], refused.output
+    assert _folder_hashes(folder) == before
+
+    # Resumed as started (no option repeated: the run's own), it completes; then there is nothing to resume.
+    stop_after[0] = None
+    assert _train([], folder, "--resume").exit_code == 0
+    complete = _folder_hashes(folder)
+    refused = _train(AUTOENCODER, folder, "--resume")
+    assert refused.exit_code == 1, refused.output
+    assert f"{folder} is complete: nothing to resume" in refused.output
+    assert _folder_hashes(folder) == complete
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_from_its_last_checkpoint(tiny_npz, tmp_path):
+    # Processes as a user runs them: stopped by SIGINT after update 3 (checkpointed there), resumed and killed
+    # by SIGKILL after update 6 (rows 4-6 written, no checkpoint since), resumed again: the rows after the
+    # checkpoint are made again, and the run ends as an uninterrupted one.
+    args = [*CHAINER, "--data", tiny_npz, "--quiet"]
+    whole, parted = tmp_path / "whole", tmp_path / "parted"
+    assert run_cli("prednet_keras.cli.train", [*args, "-o", whole]).returncode == 0
+    first = run_cli("prednet_keras.cli.train", [*args, "-o", parted], env={"PREDNET_TEST_KILL_AT": "1:3:SIGINT"})
+    assert first.returncode == worker.EXIT_INTERRUPTED, first.stdout + first.stderr
+    killed = run_cli("prednet_keras.cli.train", [*args, "-o", parted, "--resume"],
+                     env={"PREDNET_TEST_KILL_AT": "1:6"})
+    assert killed.returncode == 128 + 9, killed.stdout + killed.stderr
+    assert len(_rows(parted)) == 6 and json.loads((parted / "state.json").read_text())["update"] == 3
+    last = run_cli("prednet_keras.cli.train", [*args, "-o", parted, "--resume"])
+    assert last.returncode == 0, last.stdout + last.stderr
+    assert _rows(parted) == _rows(whole)
+    assert _outcome(parted) == _outcome(whole)
+
+
+def test_a_checkpoint_or_history_changed_since_is_refused_before_anything_is_written(tmp_path):
+    from prednet_keras.files.diskwrite import file_sha256
+    from prednet_keras.session.bookkeeping import RunSession
+    from prednet_keras.session.folder import RunFolderError
+
+    folder = RunFolder(tmp_path / "run")
+    folder.path.mkdir()
+    folder.write_manifest({"options": {"model": "autoencoder"}})
+    folder.history_path.write_text("update,loss,image,seconds\n1,0.5,7,0.1\n2,0.25,3,0.1\n3,0.125,9,0.1\n")
+    checkpoint = folder.update_checkpoint_path(2)
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(b"weights")
+    text = "".join(folder.history_path.read_text().splitlines(keepends=True)[:3])
+    state = {"update": 2, "checkpoint": "checkpoints/update-0000002.weights.h5",
+             "checkpoint_sha256": file_sha256(checkpoint),
+             "history_sha256": hashlib.sha256(text.encode()).hexdigest()}
+    run = RunSession(folder.path)
+    # The rows after the checkpoint's update do not count: they are made again.
+    protocol_training.UpdateCheckpoint.check_files(run, state)
+
+    before = _folder_hashes(folder.path)
+    folder.history_path.write_text("update,loss,image,seconds\n1,0.5,7,0.1\n2,0.3,3,0.1\n")
+    with pytest.raises(RunFolderError, match="does not begin with the 2 rows it held"):
+        protocol_training.UpdateCheckpoint.check_files(run, state)
+    folder.history_path.write_text("update,loss,image,seconds\n1,0.5,7,0.1\n")
+    with pytest.raises(RunFolderError, match="holds 1 rows, fewer than the 2 updates"):
+        protocol_training.UpdateCheckpoint.check_files(run, state)
+    checkpoint.write_bytes(b"other weights")
+    with pytest.raises(RunFolderError, match="not the checkpoint written at update 2"):
+        protocol_training.UpdateCheckpoint.check_files(run, state)
+    # The checks read: the manifest (and the folder's other files) are as they were.
+    after = _folder_hashes(folder.path)
+    assert after["manifest.json"] == before["manifest.json"] and sorted(after) == sorted(before)
