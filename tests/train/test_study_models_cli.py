@@ -114,7 +114,7 @@ def test_autoencoder_quick(tmp_path):
         (["--model", "autoencoder", "--size", "32x32"], "--size does not apply to --model autoencoder"),
         (["--model", "autoencoder", "--no-unroll"], "--unroll does not apply to --model autoencoder"),
         (["--model", "prednet-chainer", "--augment", "flip"], "--augment does not apply to --model prednet-chainer"),
-        (["--model", "tiny.py:fn", "--resume"], "--resume is not available for --model tiny.py:fn"),
+        (["--model", "tiny.py:fn", "--resume"], "tiny.py:fn: its protocol keeps no checkpoints"),
         (["--model", "prednet-chainer", "--stack-sizes", "3,4", "--size", "33x32"], "not divisible by 2**1"),
         (["--model", "prednet-chainer", "--heldout-data", "embedded"], "which is also the training data"),
         (["--model", "autoencoder", "--heldout-data", "embedded"], "--heldout-data does not apply"),
