@@ -7,21 +7,27 @@ can be after its checkpoint is written and before the state that makes the epoch
 is then thrown away, and a stop between the state and the best model leaves a model.keras older than its
 record. So the recorder marks that work `deferred()`: a request arriving meanwhile is only noted, and
 `StopOnRequest` (callbacks), which runs after the recorder, stops training once the epoch is
-recorded whole.
+recorded whole. A protocol counted in updates defers for as long as it trains, and an update can be long
+(the first one compiles: minutes on a GPU), so there a second request stops at once: the updates since the
+last checkpoint are then lost, and --resume trains them again.
 """
 
 import contextlib
 import signal
+import sys
 
 _stop_requested = False
-_deferring = 0
+_deferrals = []  # one per deferred() entered: whether a second request stops at once within it
 
 
 def _on_signal(signum, frame):
     global _stop_requested
-    _stop_requested = True
-    if not _deferring:
+    again, _stop_requested = _stop_requested, True
+    if not _deferrals or (again and all(_deferrals)):
         raise KeyboardInterrupt
+    if all(_deferrals):
+        print("\nStopping after the update in progress, once it is recorded and checkpointed; stop again to stop "
+              "at once (the updates since the last checkpoint are then lost).", file=sys.stderr, flush=True)
 
 
 def install():
@@ -42,11 +48,14 @@ def stop_requested():
 
 
 @contextlib.contextmanager
-def deferred():
-    """Within: a stop request is noted, not raised (see the module's docstring)."""
-    global _deferring
-    _deferring += 1
+def deferred(second_stops=False):
+    """Within: a stop request is noted, not raised (see the module's docstring).
+
+    Args:
+        second_stops: a second request raises KeyboardInterrupt after all (for long deferrals: a training).
+    """
+    _deferrals.append(second_stops)
     try:
         yield
     finally:
-        _deferring -= 1
+        _deferrals.pop()

@@ -156,8 +156,10 @@ def run_protocol(run, kind, runtime_record=None, quiet=False, session_callbacks=
     on_start, on_update = _callback_hooks([*callbacks, *session_callbacks])
 
     # A run that checkpoints takes a stop request at the end of the update in progress (which is then
-    # recorded and checkpointed), not in its middle, where the work since the last checkpoint would be lost.
-    stops_between_updates = interrupts.deferred() if checkpoint is not None else contextlib.nullcontext()
+    # recorded and checkpointed), not in its middle, where the work since the last checkpoint would be lost;
+    # a second request stops at once (an update can take minutes: the first one compiles).
+    stops_between_updates = (interrupts.deferred(second_stops=True) if checkpoint is not None
+                             else contextlib.nullcontext())
     with run.timed(), history, stops_between_updates:
         extra = {"checkpoint": checkpoint} if checkpoint is not None else {}
         result = kind.train(config, data, preset, initial_weights=initial_weights, on_update=on_update,
