@@ -50,7 +50,16 @@ from pathlib import Path
 
 import numpy as np
 
-from prednet_keras.data import DataError, load_frames, load_mnist, open_dataset, open_source, write_dataset
+from prednet_keras.data import (
+    DataError,
+    check_output,
+    load_frames,
+    load_mnist,
+    open_dataset,
+    open_source,
+    write_bytes_whole,
+    write_dataset,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = REPO / "prednet_keras" / "data" / "files"
@@ -85,36 +94,6 @@ CLIP_MEMBERS = {
     "./usr/share/doc/opencv-doc/opencv4/html/box.mp4.gz": "box.mp4",
     "./usr/share/doc/opencv-doc/opencv4/html/cup.mp4.gz": "cup.mp4",
 }
-
-
-def check_output(output, overwrite):
-    """Fails before any work when `output` cannot be written (it exists and may not be replaced, or its folder
-    is missing)."""
-    if output.exists() and not overwrite:
-        raise DataError(f"{output}: already exists; not overwritten (pass --overwrite)")
-    if not output.parent.is_dir():
-        raise DataError(f"{output.parent}: output folder does not exist")
-
-
-def write_whole(output, data, overwrite):
-    """Writes the bytes `data` to `output` whole or not at all: into a temporary file beside it, then moved into
-    place; without `overwrite` a hard link does the move, so a file that appeared meanwhile is never replaced."""
-    temp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
-    temp.write_bytes(data)
-    try:
-        if overwrite:
-            os.replace(temp, output)
-            return
-        try:
-            os.link(temp, output)
-        except FileExistsError:
-            raise DataError(f"{output}: already exists; not overwritten") from None
-        except OSError:  # no hard links on this file system: the check and the move are two steps
-            if output.exists():
-                raise DataError(f"{output}: already exists; not overwritten") from None
-            os.replace(temp, output)
-    finally:
-        temp.unlink(missing_ok=True)
 
 
 def wheel_file(distribution, relative):
@@ -186,7 +165,7 @@ def write_xz_dataset(output, data, provenance, overwrite):
     with tempfile.TemporaryDirectory() as folder:
         plain = write_dataset(Path(folder) / output.stem, data, compression="none", provenance=provenance)
         packed = lzma.compress(plain.read_bytes(), format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, filters=XZ_FILTERS)
-    write_whole(output, packed, overwrite)
+    write_bytes_whole(output, packed, overwrite)
     written = open_dataset(output)
     if not (np.array_equal(written.frames, data.frames) and np.array_equal(written.sources, data.sources)):
         sys.exit(f"{output}: does not read back to the frames and sources written")
@@ -222,7 +201,7 @@ def make_mnist(overwrite):
         sys.exit(f"{source}: label counts are not MNIST's; not writing")
     packed = io.BytesIO()
     save_npz_lzma(packed, arrays)
-    write_whole(output, packed.getvalue(), overwrite)
+    write_bytes_whole(output, packed.getvalue(), overwrite)
     (x_train, y_train), (x_test, y_test) = load_mnist(output)
     print(
         f"{output.relative_to(REPO)}: train {x_train.shape} test {x_test.shape} "
@@ -282,7 +261,7 @@ def make_clips(deb, overwrite):
         if digest != CLIPS[name]:
             sys.exit(f"{name}: sha256 {digest}, expected {CLIPS[name]}; not writing (another opencv-doc version?)")
     for name, data in found.items():
-        write_whole(outputs[name], data, overwrite)
+        write_bytes_whole(outputs[name], data, overwrite)
         record = open_source(outputs[name]).describe(hash_files=True)
         print(
             f"{outputs[name].relative_to(REPO)}: {record['bytes']} bytes, {record['codec']} "

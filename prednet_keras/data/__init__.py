@@ -16,6 +16,7 @@ first use, so the rest of the data layer runs without a framework.
 
 import importlib
 
+from prednet_keras.data.atomic import check_output, write_bytes_whole
 from prednet_keras.data.dataset import (
     FrameDataset,
     dataset_checksum,
@@ -38,6 +39,7 @@ __all__ = [
     "FrameDataset",
     "FrameTransform",
     "SequenceGenerator",
+    "check_output",
     "data_dir",
     "dataset_checksum",
     "describe",
@@ -55,6 +57,7 @@ __all__ = [
     "resize_crop_geometry",
     "sequence_starts",
     "supported_formats",
+    "write_bytes_whole",
     "write_dataset",
 ]
 

@@ -76,6 +76,19 @@ def commit(temp, output, overwrite):
         temp.unlink()
 
 
+def write_bytes_whole(output, data, overwrite=False):
+    """Writes the bytes `data` to `output` whole or not at all (check_output, a temporary file beside it,
+    commit): a file that is there is replaced only with `overwrite`, and never by a half-written one."""
+    check_output(output, overwrite)
+    temp = temp_path_for(output)
+    try:
+        temp.write_bytes(data)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    commit(temp, output, overwrite)
+
+
 class GuardedFile(io.RawIOBase):
     """A read-write file that records its first write error instead of raising it.
 
