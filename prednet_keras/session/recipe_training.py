@@ -124,6 +124,19 @@ def _layer_loss_spec(value):
     return value if isinstance(value, str) else list(value)
 
 
+def check_size_fits(config, device):
+    """check_fits' memory bound, before any frame is loaded, for a run whose frames are resized to --size: the
+    frames at an absurd size alone can take the machine's memory while they load (a lower bound: one channel
+    where the stack sizes do not say how many)."""
+    if config.size is None or not device.startswith("cpu"):
+        return
+    channels = config.stack_sizes[0] if config.stack_sizes is not None else 1
+    frame_shape = (*config.size, channels)
+    problem = memory_problem(frame_shape, config.prednet_kwargs(channels), config.nt, config.batch_size)
+    if problem:
+        raise ValueError(problem)
+
+
 def check_fits(config, frame_shape, sequences, device):
     """Refuses, before the model is built, a batch larger than the training data or one that cannot fit in
     this machine's memory (a CPU run; on a GPU the framework reports its own out-of-memory error)."""
@@ -194,6 +207,7 @@ def run_training(run, runtime_record=None, quiet=False, resume=None, session_cal
     state = folder.read_state()
     first_epoch = int(state["epoch"]) if state else 0
 
+    check_size_fits(config, str(run.recorded.requested.device))
     started = time.perf_counter()
     print(f"Loading data ({'embedded real video' if config.data is None else config.data}) ...", flush=True)
     train_data, val_data, data_info = load_training_data(config)

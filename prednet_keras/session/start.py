@@ -12,6 +12,7 @@ import.
 import shutil
 from pathlib import Path
 
+from prednet_keras.files.diskwrite import require_writable_folder
 from prednet_keras.session import folder as run_folders
 from prednet_keras.session import worker
 from prednet_keras.session.lock import RunLock
@@ -37,8 +38,10 @@ def start_new_run(path, config, runtime_config, command, *, overwrite=False, qui
     """
     folder = run_folders.RunFolder(path)
     replacement = run_folders.Replacement(folder)
+    # Refused before anything is written, the lock file included: a folder that cannot be made or written,
+    require_writable_folder(folder.path)
     if not replacement.aside.is_dir():
-        # Refused before anything is written, the lock file included.
+        # and one that exists and may not be replaced.
         folder.check_new(overwrite=overwrite)
     with RunLock(folder.path) as lock:
         recovered = replacement.recover()

@@ -1,6 +1,11 @@
 """Issue 39: an absurd frame size or batch used to run until the kernel killed the process; a batch larger than
 the data was not refused. Both are now refused before the model is built, with the numbers."""
 
+import os
+import subprocess
+import sys
+import time
+
 import pytest
 
 from prednet_keras.runtime.memory_estimate import kept_activation_bytes, memory_problem
@@ -34,3 +39,19 @@ def test_a_batch_larger_than_the_data_and_an_absurd_size_are_refused_before_the_
     with pytest.raises(ValueError, match=r"Training 65536x65536 frames.* GiB of activations"):
         check_fits(huge, (65536, 65536, 3), 156, "cpu")
     check_fits(huge, (65536, 65536, 3), 156, "gpu")  # a GPU's own out-of-memory error says it there
+
+
+@pytest.mark.slow
+def test_an_absurd_size_is_refused_before_the_frames_are_loaded(tmp_path):
+    # Through the real command: the frames resized to 16384x16384 would take the machine's memory while they
+    # load, before check_fits could see them (seen: prednet-train ran until it was killed).
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "prednet_keras.cli.train", "--size", "16384x16384", "--stack-sizes",
+                           "3,4,8", "--epochs", "1", "--quiet", "-o", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Training 16384x16384 frames, 10 per sequence, 4 sequences per batch keeps at least" in done.stderr
+    assert "Loading data" not in done.stdout
+    assert not (tmp_path / "run").exists()
+    assert time.monotonic() - started < 120

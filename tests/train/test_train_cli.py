@@ -247,6 +247,27 @@ def _invoke(args):
     return CliRunner().invoke(train_main, [str(a) for a in args])
 
 
+def test_an_output_that_cannot_be_made_is_refused_before_anything_is_written(tmp_path):
+    # Issue 39: it was refused by the lock file's creation, as "[Errno 20] Not a directory: .../.prednet-locks".
+    (tmp_path / "afile").write_text("x")
+    result = _invoke(TINY + ["-o", tmp_path / "afile" / "run"])
+    assert result.exit_code == 1
+    assert f"Error: {tmp_path / 'afile' / 'run'} cannot be made: {tmp_path / 'afile'} is a file, not a folder." \
+        in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_a_file_error_in_the_way_of_a_folder_names_the_file(tmp_path):
+    from prednet_keras.runtime.errors import one_line
+
+    (tmp_path / "afile").write_text("x")
+    wanted = tmp_path / "afile" / "sub" / ".prednet-locks"
+    with pytest.raises(NotADirectoryError) as raised:
+        wanted.mkdir(parents=True)
+    assert one_line(raised.value) == f"{tmp_path / 'afile'} is a file, not a folder (needed for {raised.value.filename})"
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
