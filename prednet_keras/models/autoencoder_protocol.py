@@ -10,6 +10,7 @@ import time
 import keras
 import numpy as np
 
+from prednet_keras import backends
 from prednet_keras.models.lotter import LastBatchMSE
 from prednet_keras.models.protocols import (
     ProtocolResult,
@@ -21,7 +22,15 @@ from prednet_keras.models.protocols import (
     resolve_protocol,
 )
 
-__all__ = ["autoencoder_order", "train_autoencoder"]
+__all__ = ["BackendCannotTrainThis", "autoencoder_order", "train_autoencoder"]
+
+# What PyTorch's CPU convolution (slow_conv2d) raises for a batch of one image with a kernel view Keras gives it.
+TORCH_CPU_BATCH_1_BUG = "slow_conv2d: grad_weight must be contiguous"
+
+
+class BackendCannotTrainThis(ValueError):
+    """The backend in use fails on this protocol for a reason of its own (told in one line: the user's choice of
+    backend and device, not a bug of this package)."""
 
 
 def autoencoder_order(count, images, seed):
@@ -102,15 +111,25 @@ def train_autoencoder(
     log = UpdateLog(on_update, records=done)
     started = time.perf_counter()
     if len(inputs):
-        model.fit(
-            inputs,
-            inputs,
-            batch_size=1,
-            epochs=1,
-            shuffle=False,  # the order is the seeded one above, the same on every backend
-            verbose=0,
-            callbacks=[UpdateRecorder(log, "image_mse", fields=lambda index: {"image": int(order[index])})],
-        )
+        try:
+            model.fit(
+                inputs,
+                inputs,
+                batch_size=1,
+                epochs=1,
+                shuffle=False,  # the order is the seeded one above, the same on every backend
+                verbose=0,
+                callbacks=[UpdateRecorder(log, "image_mse", fields=lambda index: {"image": int(order[index])})],
+            )
+        except RuntimeError as error:
+            if TORCH_CPU_BATCH_1_BUG not in str(error):
+                raise
+            raise BackendCannotTrainThis(
+                f"{backends.named(keras.backend.backend()).display_name} on the CPU cannot train the {kind} autoencoder one image at a time: "
+                f"the first update failed with '{TORCH_CPU_BATCH_1_BUG}' (a PyTorch bug in batch-1 convolution "
+                "gradients on the CPU, torch 2.11-2.13; docs/determinism.md). Train it with --backend jax or "
+                "tensorflow, or on a GPU."
+            ) from None
     seconds = time.perf_counter() - started
     records = log.records
     del inputs

@@ -164,3 +164,25 @@ def test_repeat_refuses_resume(tmp_path):
     result = CliRunner().invoke(train_main, ["--repeat", "2", "--resume", "-o", str(tmp_path / "x")])
     assert result.exit_code == 2
     assert "--repeat makes new runs" in result.output
+
+
+@pytest.mark.slow
+def test_the_autoencoder_on_torchs_cpu_is_refused_in_one_line_naming_the_pytorch_bug(tmp_path):
+    # torch 2.11-2.13 on a CPU fail on batch-1 convolution gradients (docs/determinism.md): the run used to end
+    # in that RuntimeError's traceback.
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    done = subprocess.run([sys.executable, "-m", "prednet_keras.cli.train", "--model", "autoencoder", "--protocol",
+                           "quick", "--images", "20", "--backend", "torch", "--device", "cpu", "-q",
+                           "-o", str(tmp_path / "run")], capture_output=True, text=True, timeout=300, env=env)
+    if done.returncode == 0:
+        pytest.skip("this torch trains the autoencoder one image at a time on the CPU: the bug is fixed")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    (error,) = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert error.startswith("Error: PyTorch on the CPU cannot train the conv autoencoder one image at a time")
+    assert "--backend jax or tensorflow, or on a GPU" in error
+    assert not (tmp_path / "run").exists()
