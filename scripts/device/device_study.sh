@@ -1,12 +1,14 @@
 #!/bin/bash
-# Issue 37 on the GPU machine: one portion of the pre-registered device study (docs/study/device/).
+# Issue 37 on the GPU machine: one portion of the pre-registered device study (docs/study/device/), or of its
+# secondary part at full size (STUDY=docs/study/device-full).
 #
 #   PREDNET_SOURCE_COMMIT=$(git rev-parse HEAD) PREDNET_SOURCE_DIRTY=0 STUDY_SEEDS=100-103 \
-#       TOTAL_S=560 bash scripts/device/device_study.sh OUT
+#       TOTAL_S=560 [STUDY=docs/study/device-full] bash scripts/device/device_study.sh OUT
 #
 # Run from the repository root after the set-up of ../shared/gpu/README.md (the wheels installed, PYTHONPATH
-# holding them and the repository), carrying data/study/clips-32x40.h5 (the training frames,
-# preregistration.md says how they are made; its frames' checksum is checked before anything runs).
+# holding them and the repository), carrying data/study/ (the study's frames: data/study/clips-32x40.h5 for
+# the device study, data/study/box-cup-120x160.h5 for the full size; the studies' READMEs say how they are
+# made; their frames' checksums are checked before anything runs).
 # A portion is a block of seeds (STUDY_SEEDS, e.g. 100-103) with every arm, so that each seed's pairs of runs
 # (prediction disagreement, weight distance, first differing update: `prednet-study pairs`) are computed here
 # while the runs' large files exist. The steps:
@@ -24,7 +26,7 @@ dest=${1:-${OUT:-}}
 [ -n "$dest" ] || { echo "usage: bash scripts/device/device_study.sh OUT" >&2; exit 2; }
 [ -n "${STUDY_SEEDS:-}" ] || { echo "STUDY_SEEDS (e.g. 100-103) is required" >&2; exit 2; }
 total=${TOTAL_S:-560}
-study=docs/study/device
+study=${STUDY:-docs/study/device}
 logs=/tmp/device-study-logs
 rm -rf "$logs"; mkdir -p "$logs" "$dest"
 started=$(date +%s)
@@ -42,13 +44,24 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
 (nproc; lscpu | grep -i 'model name'; free -g; pwd) > "$logs/host.txt" 2>&1
 echo "code: ${PREDNET_SOURCE_COMMIT:-unknown} dirty=${PREDNET_SOURCE_DIRTY:-unknown}" > "$logs/summary.txt"
 
-python3 - <<'PY' >> "$logs/summary.txt" 2>&1 || exit 3
+python3 - "$study" <<'PY' >> "$logs/summary.txt" 2>&1 || exit 3
+import sys
+from pathlib import Path
 from prednet_keras import data
 from prednet_keras.data import dataset_checksum
-expected = "sha256:d9f6d5f782e54bfb2d8f6e7d22cd87b007b3354146598ed5b23c319f67606ede"
-found = dataset_checksum(data.load_frames("data/study/clips-32x40.h5", size=(32, 40)))
-print(f"training frames {found}: {'as pre-registered' if found == expected else 'NOT the pre-registered frames'}")
-raise SystemExit(0 if found == expected else 1)
+# The frames each study planned to read (the embedded video the full size trains on ships in the package).
+planned = {
+    "device": [("training", "data/study/clips-32x40.h5", (32, 40),
+                "sha256:d9f6d5f782e54bfb2d8f6e7d22cd87b007b3354146598ed5b23c319f67606ede")],
+    "device-full": [("held-out", "data/study/box-cup-120x160.h5", (120, 160),
+                     "sha256:acf55b642bbd33466dd2829baacbf1d598e5f03f0964168a327c33c2680d1996")],
+}[Path(sys.argv[1]).name]
+ok = True
+for role, path, size, expected in planned:
+    found = dataset_checksum(data.load_frames(path, size=size))
+    print(f"{role} frames {found}: {'as planned' if found == expected else 'NOT the planned frames'}")
+    ok = ok and found == expected
+raise SystemExit(0 if ok else 1)
 PY
 
 mps="off"

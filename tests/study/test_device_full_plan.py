@@ -1,0 +1,52 @@
+"""The device study's secondary part at full size (docs/study/device-full/), planned before its first run:
+the spec, the analysis plan, the README and the GPU script agree with each other."""
+
+import re
+from pathlib import Path
+
+from prednet_keras.study.report.confirmatory_report import load_plan
+from prednet_keras.study.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+FULL = ROOT / "docs" / "study" / "device-full"
+README = " ".join((FULL / "README.md").read_text().split())
+SCRIPT = (ROOT / "scripts" / "device" / "device_study.sh").read_text()
+
+
+def test_the_spec_plans_the_readme_s_runs():
+    spec = load_spec(FULL / "spec.toml", check_paths=False)
+    assert spec.seeds == list(range(100, 130))
+    runs = spec.planned_runs()
+    assert f"{len(runs)} runs in all" in README and len(runs) == 186
+    arms = {run.key.split("/")[0] for run in runs}
+    assert arms == {"jax-gpu-repeatable", "jax-gpu-nondeterministic", "jax-gpu-repeatable-tf32",
+                    "jax-gpu-repeatable-cpu-path"}
+    assert all(f"`{arm}`" in README for arm in arms)
+    # Every arm JAX on the GPU, float32; the deterministic ones with XLA's fixed algorithms.
+    for configuration in spec.configurations:
+        runtime = configuration.runtime
+        assert (runtime["backend"], runtime["device"], runtime["precision"]) == ("jax", "gpu", "float32")
+        assert (runtime["autotune"] is False) == runtime["deterministic"], configuration.name  # None: XLA's default
+    assert spec.train["protocol"] == "paper" and spec.train["size"] == [120, 160]
+
+
+def test_the_analysis_plan_names_arms_the_spec_runs():
+    spec = load_spec(FULL / "spec.toml", check_paths=False)
+    plan = load_plan(FULL / "confirmatory-plan.toml")
+    names = {configuration.name for configuration in spec.configurations}
+    for contrast in (*plan.hypotheses, *plan.floors):
+        for arm in (contrast.arm, contrast.reference):
+            assert arm.split("/")[0] in names, arm
+    assert [h.name for h in plan.hypotheses] == ["H3-full", "H4-full"]
+    assert plan.family_size == 4 and plan.noise_floor == "one-ulp" and plan.require_provenance
+    assert not plan.deviations  # none yet: no run exists
+
+
+def test_the_script_checks_the_held_out_frames_the_readme_names():
+    spec = load_spec(FULL / "spec.toml", check_paths=False)
+    held_out = Path(spec.train["heldout_data"])
+    assert held_out.parts[-3:] == ("data", "study", "box-cup-120x160.h5")
+    (checksum,) = re.findall(r"`(sha256:[0-9a-f]{64})`", README)
+    entry = re.search(r'"device-full": \[\("held-out", "([^"]+)", \(120, 160\),\s*"(sha256:[0-9a-f]{64})"\)\]', SCRIPT)
+    assert entry and entry.group(1) == "data/study/box-cup-120x160.h5" and entry.group(2) == checksum
+    assert f"-o {entry.group(1)}" in README  # the command that makes it
