@@ -81,8 +81,9 @@ if [ -f "$study/runs.tar.xz" ]; then
     study_cli unpack "$study" > "$logs/unpack.txt" 2>&1 || { echo "unpack failed" >> "$logs/summary.txt"; exit 4; }
 fi
 
-# What the steps after training need: pairs, packing and the tar (about a minute for a portion).
-left=$(( total - ($(date +%s) - started) - 75 ))
+# What the steps after training need: pairs, packing and the tar (about a minute for a portion of the scaled
+# study; STUDY_AFTER_S sets it, e.g. for the full size's larger files).
+left=$(( total - ($(date +%s) - started) - ${STUDY_AFTER_S:-75} ))
 echo "training limit: ${left} s" >> "$logs/summary.txt"
 timeout -k 10 "$left" python3 -m prednet_keras.cli.study run "$study/spec.toml" -o "$study" --seeds "$STUDY_SEEDS" \
     -j "${STUDY_WORKERS:-16}" --no-report --quiet ${STUDY_RUN_EXTRA:-} > "$logs/run.log" 2>&1
