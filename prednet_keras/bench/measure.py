@@ -273,8 +273,10 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
     def on_step():
         now = time.perf_counter()
         seconds, last[0] = now - last[0], now
-        if first is not None:
+        if first is not None and not first.done:
             first.end()
+            if cache_line := torch_compile.inductor_cache_line():
+                _say(progress, cache_line)
         if len(warmup_seconds) < config.warmup:
             warmup_seconds.append(seconds)
             _say(progress, f"{phase} warm-up step {len(warmup_seconds)}/{config.warmup}: {seconds:.3f} s")
@@ -306,6 +308,8 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
         **({"torch_compiled_graphs": graphs} if graphs["before"] is not None else {}),
         # torch with Inductor's CUDA graphs on: the graphs Inductor ran without them (0: every graph as a CUDA graph).
         **({"torch_cudagraph_skips": skips} if (skips := torch_compile.cudagraph_skips()) is not None else {}),
+        # torch.compile: the graphs of the process so far that Inductor loaded from its cache (hits) or compiled.
+        **({"torch_inductor_cache": cache} if (cache := torch_compile.inductor_cache_use()) is not None else {}),
         **({"profile": profile} if profile else {}),
     }
 

@@ -1,5 +1,6 @@
-"""JAX's persistent compilation cache, shared by the training processes of one study: where it lives and the
-environment that points a JAX training process at it. No framework at import.
+"""The compilation caches that spare a later process the compiling: JAX's persistent cache, shared by the training
+processes of one study, and PyTorch Inductor's, shared by every compiled torch process of the user (below). Where
+they live and the environment that points a process at them. No framework at import.
 
 Why: the runs of one study configuration compile the same programs (same model, shapes, flags and device).
 On an H200, 8 processes of the paper's protocol compiling at once spent a median 18.7 s of their 71 s in the
@@ -92,3 +93,49 @@ def wait_at_gate(say=None, poll_seconds=0.1):
     while not os.path.exists(gate):
         time.sleep(poll_seconds)
     return time.perf_counter() - started
+
+
+# ------------------------------------------------------------------------------------------ PyTorch Inductor
+# torch.compile's first step traces Keras' Python (TorchDynamo: not cached by torch) and then generates and
+# compiles code for each graph (Inductor; its FX graph and AOT autograd caches keep that by a key of the graph,
+# the inputs' shapes and the versions). Measured on this 2-core machine (a 3-layer PredNet at 16x16, nt 4, the
+# loop unrolled): 290 s for the first step with an empty cache, 28.5 s with the cache the first process left;
+# the rest is tracing. Inductor's own default folder is /tmp/torchinductor_USER, gone after a reboot; a
+# compiled torch process here gets a folder in the package's cache instead (Keras' convention, as the downloads),
+# unless the user's environment names one. The folder is in the run's recorded environment.
+INDUCTOR_DIR_ENV = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def inductor_folder():
+    """The Inductor cache folder compiled torch processes share: $KERAS_HOME/compiled/torchinductor."""
+    from prednet_keras.files.downloads import cache_dir
+
+    return cache_dir("compiled", "torchinductor")
+
+
+def inductor_environment(runtime_config, base):
+    """{TORCHINDUCTOR_CACHE_DIR: the shared folder} for a torch process that compiles (`xla` on) and whose
+    environment `base` names no folder of its own; {} otherwise (eager runs' records say nothing of a cache)."""
+    if runtime_config.backend != "torch" or not runtime_config.xla or base.get(INDUCTOR_DIR_ENV):
+        return {}
+    return {INDUCTOR_DIR_ENV: os.fspath(inductor_folder())}
+
+
+def inductor_cache_line(hits, misses, folder):
+    """The line a compiled torch process prints after its first step: how many graphs came from Inductor's cache.
+
+    Args:
+        hits, misses: the graphs Inductor found in its cache and the graphs it compiled
+            (session.torch_compile.inductor_cache_use).
+        folder: the cache folder (TORCHINDUCTOR_CACHE_DIR), or None for Inductor's default.
+
+    Returns:
+        The line, or None when nothing was compiled (no graph looked up).
+    """
+    if hits + misses == 0:
+        return None
+    where = folder or "Inductor's default folder"
+    if misses == 0:
+        return f"torch.compile: all {hits} graphs loaded from the cache in {where} (tracing is not cached)."
+    return (f"torch.compile: {hits} of {hits + misses} graphs loaded from the cache in {where}; the {misses} "
+            "compiled now are kept there for the next process.")

@@ -148,7 +148,10 @@ def tensorflow_environment(config, env, base):
 
 def torch_environment(config, env, base):
     """torch's variables in the child's environment `env` (Backend.environment)."""
+    from prednet_keras.runtime import compile_cache
+
     env["KERAS_TORCH_DEVICE"] = "cpu" if config.device_kind == "cpu" else "cuda"
+    env.update(compile_cache.inductor_environment(config, base))
     if config.deterministic:
         # cuBLAS needs a fixed workspace to be deterministic.
         env["CUBLAS_WORKSPACE_CONFIG"] = _CUBLAS_DETERMINISTIC

@@ -24,7 +24,7 @@ import numpy as np
 from prednet_keras import backends
 from prednet_keras.files.diskwrite import file_sha256, write_through_temporary
 from prednet_keras.options.recipe import learning_rate_at
-from prednet_keras.session import interrupts
+from prednet_keras.session import interrupts, torch_compile
 from prednet_keras.session.display import FirstStep, is_terminal
 from prednet_keras.session.history import draw_loss
 
@@ -323,7 +323,11 @@ class FirstCallAnnouncer(keras.callbacks.Callback):
         self.training.begin()
 
     def on_train_batch_end(self, batch, logs=None):
+        if self.training.done:
+            return
         self.training.end()
+        if self.training.done and (cache_line := torch_compile.inductor_cache_line()):
+            print(f"  {cache_line}", flush=True)
 
     def on_test_begin(self, logs=None):
         self.validation.begin(self.lead)
