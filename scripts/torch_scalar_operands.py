@@ -6,7 +6,7 @@ process: the old and new forms alternate, so a shared machine's drift falls on b
 Forms: PredNet's hard sigmoid with the clip's bounds as Python numbers (as before) or as tensors made once
 (layers/device_constants.scalar); WeightedError's constant vector made at every call or once
 (device_constants.cached); ops.minimum against pixel_max; and the cell's dtype check
-(keras.backend.standardize_dtype against lotter._dtype_name). Per call, in microseconds, median of ROUNDS
+(keras.backend.standardize_dtype against lotter.dtype_name). Per call, in microseconds, median of ROUNDS
 rounds of CALLS calls each, forward only, on a (2, 16, 16, 12) float32 tensor on the CPU.
 """
 
@@ -45,7 +45,7 @@ def main():
         "hard sigmoid": (lambda: ops.clip(0.2 * x + 0.5, 0.0, 1.0), lambda: keras2_hard_sigmoid(x)),
         "constant vector (10 values)": (vector_old, lambda: cached(("vector", weights, "float32"), x, vector_old)),
         "minimum with pixel_max": (lambda: ops.minimum(x, 1.0), lambda: ops.minimum(x, scalar(1.0, x, "float32"))),
-        "dtype check": (lambda: keras.backend.standardize_dtype(x.dtype), lambda: lotter._dtype_name(x.dtype)),
+        "dtype check": (lambda: keras.backend.standardize_dtype(x.dtype), lambda: lotter.dtype_name(x.dtype)),
     }
     result = {}
     for name, (old, new) in forms.items():
