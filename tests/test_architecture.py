@@ -179,7 +179,8 @@ def test_a_sealed_packages_private_names_stay_inside_it():
 # ------------------------------------------------------------------ what scripts/ may use: the public API
 # docs/architecture.md, "The public API": `prednet_keras` and the names in `__all__` of each face (the root,
 # each package's `__init__`, and a module the root's `__all__` names, as `datasets`), plus running a command's
-# module (`python -m prednet_keras.cli.<command>`). Read from the source, so no face is imported here.
+# module (`python -m prednet_keras.cli.<command>`) or a probe's (`python -m prednet_keras.bench.probes.<probe>`).
+# Read from the source, so no face is imported here.
 SCRIPTS = ROOT / "scripts"
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
 _SHELL_IMPORT = re.compile(r"(?:^|[\s;\"'(])(?:from\s+(prednet_keras[\w.]*)\s+import\s+([\w\s,]+)"
@@ -242,14 +243,18 @@ def outside_public_api(dotted, faces):
     return None
 
 
+RUNNABLE_PACKAGES = ("prednet_keras.cli", "prednet_keras.bench.probes")  # a command's module, a probe's
+
+
 def run_module_problem(module):
-    """Why `python -m module` is not a command's module; None when it is one."""
+    """Why `python -m module` is not a command's or a probe's module; None when it is one."""
     if not module.startswith("prednet_keras"):
         return None
+    package, _, name = module.rpartition(".")
     path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
-    command = (module.count(".") == 2 and module.startswith("prednet_keras.cli.") and path.is_file()
-               and 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"))
-    return None if command else f"python -m {module}"
+    runnable = (package in RUNNABLE_PACKAGES and not name.startswith("_") and path.is_file()
+                and 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"))
+    return None if runnable else f"python -m {module}"
 
 
 def python_uses(source, faces):
@@ -336,26 +341,13 @@ def script_problems(path, faces):
     return [f"{path.relative_to(ROOT)}:{line}: {what}" for line, what in uses]
 
 
-# Probes of the package's internals not yet moved into the package (issue 38): each compares or times what
-# lies below a face, so it cannot be written on the public API. Every one must still reach past it, so that
-# this list only shrinks.
-PROBES_OF_INTERNALS = {
-    "scripts/chainer_unroll_probe.py": "times ChainerPredNetTrainer.update and keeps every loss",
-    "scripts/torch_constants_ab.py": "switches layers.device_constants' tensors made once on and off",
-    "scripts/torch_scalar_operands.py": "times layers.device_constants' forms against the Python numbers",
-}
-
-
 def test_scripts_use_only_the_public_api():
     faces = public_faces()
     paths = sorted([*SCRIPTS.rglob("*.py"), *SCRIPTS.rglob("*.sh")])
     assert paths
-    problems = [problem for path in paths if str(path.relative_to(ROOT)) not in PROBES_OF_INTERNALS
-                for problem in script_problems(path, faces)]
+    problems = [problem for path in paths for problem in script_problems(path, faces)]
     assert not problems, ("scripts/ reaching past the public API (docs/architecture.md, \"The public API\"):\n"
                           + "\n".join(problems))
-    public = [name for name in PROBES_OF_INTERNALS if not script_problems(ROOT / name, faces)]
-    assert not public, f"on the public API now, to be taken off PROBES_OF_INTERNALS: {public}"
 
 
 def test_the_scripts_check_finds_each_way_past_the_public_api(tmp_path):
@@ -371,7 +363,9 @@ def test_the_scripts_check_finds_each_way_past_the_public_api(tmp_path):
                       "runtime._CONFIGURED\n"                                        # a private name
                       "prednet_keras.__version__, prednet_keras.data.sources.open_source\n"
                       "cmd = ['python', '-m', 'prednet_keras.bench.child']\n"        # not a command's module
-                      "ok = ['python', '-m', 'prednet_keras.cli.train']\n")
+                      "ok = ['python', '-m', 'prednet_keras.cli.train']\n"
+                      "probe = ['python', '-m', 'prednet_keras.bench.probes.chainer_unroll']\n"
+                      "none = ['python', '-m', 'prednet_keras.bench.probes.no_such_probe']\n")
     shell = tmp_path / "probe.sh"
     shell.write_text("python3 -m prednet_keras.cli.study run spec.toml\n"
                      "python3 -m prednet_keras.runtime.childproc\n"
@@ -384,7 +378,8 @@ def test_the_scripts_check_finds_each_way_past_the_public_api(tmp_path):
                      "PY\n"
                      "cat <<EOF\n"
                      "not python: import prednet_keras.files.diskwrite\n"
-                     "EOF\n")
+                     "EOF\n"
+                     "python3 -m prednet_keras.bench.probes.seed_batching --seeds 2\n")
     assert python_uses(script.read_text(), faces) == [
         (4, "prednet_keras.session.training_data (prednet_keras.session is not public)"),
         (5, "prednet_keras.models.lotter.WeightedError (prednet_keras.models.lotter is not public)"),
@@ -393,6 +388,7 @@ def test_the_scripts_check_finds_each_way_past_the_public_api(tmp_path):
         (8, "prednet_keras.runtime._CONFIGURED"),
         (9, "prednet_keras.data.sources.open_source (prednet_keras.data.sources is not public)"),
         (10, "python -m prednet_keras.bench.child"),
+        (13, "python -m prednet_keras.bench.probes.no_such_probe"),
     ]
     assert shell_uses(shell.read_text(), faces) == [
         (6, "prednet_keras.study.report.make_report (prednet_keras.study.report is not public)"),

@@ -189,23 +189,3 @@ def test_the_backend_label_names_what_changes_the_program(runtime, label):
     from prednet_keras.session.records import Runtime
 
     assert report.backend_text(Runtime.from_dict(runtime)) == label
-
-
-def test_seed_batching_probe_keeps_each_seeds_numbers_one_program_and_stateless():
-    """`python -m prednet_keras.bench.seed_batching` on a tiny window model (2 seeds, 3 updates): Keras'
-    stateless step, one seed at a time and the seeds side by side in one program, gives every loss and weight
-    of each seed's own run bit for bit (docs/benchmarks.md, "Seeds in one program instead of one process
-    each?"); vmap's figures are reported beside them."""
-    import subprocess
-    import sys
-
-    command = [sys.executable, "-m", "prednet_keras.bench.seed_batching", "--seeds", "2", "--size", "8x8",
-               "--stack-sizes", "3,4", "--bprop", "2", "--updates", "3"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout[done.stdout.index("{"):])
-    assert (result["seeds"], result["compared"], result["updates"], result["device"]) == (2, 2, 3, "cpu")
-    for way in ("stateless", "one program"):
-        assert result[way]["identical"], (way, result[way])
-        assert result[way]["max_weight_difference"] == 0.0 and result[way]["max_relative_loss_difference"] == 0.0
-    assert result["vmap"]["seeds"] == 2 and result["vmap"]["max_weight_difference"] >= 0.0

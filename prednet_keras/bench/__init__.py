@@ -6,8 +6,8 @@ measuring each (run_benchmark, run_configuration: runner), and the results' JSON
 (report). Its other parts are reached by name: child (the measuring process, `python -m
 prednet_keras.bench.child`, which this face must not import), measure (the timing and memory inside it) and
 profiling (a backend's profiler around some steps, and where their time went: prednet-bench --profile), and
-a probe run with `python -m`: seed_batching (can several seeds of the study's window train in one JAX program
-and keep each seed's numbers?).
+probes, measurements below the public faces that users run with `python -m prednet_keras.bench.probes.<probe>`:
+seed_batching, chainer_unroll, torch_constants_ab, torch_scalar_operands (what each asks: probes).
 
 None of them imports a framework at module level.
 """

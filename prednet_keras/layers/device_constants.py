@@ -10,15 +10,18 @@ Lotter's KITTI model made 269 of them, so the host could never run ahead of the 
 same one afterwards: the op is the same and gets the same values, so it computes exactly
 what it did. On the other backends, and while torch.compile traces (its graph holds the
 constants itself), nothing is cached: the number goes to the op as before, so their
-programs are unchanged.
+programs are unchanged. `made_at_every_call` switches the tensors made once off for a while, so that
+`python -m prednet_keras.bench.probes.torch_constants_ab` times a training step both ways in one process.
 """
+
+import contextlib
 
 import keras
 from keras import ops
 
 from prednet_keras import backends
 
-__all__ = ["cached", "scalar", "torch_copies_numbers"]
+__all__ = ["cached", "made_at_every_call", "scalar", "torch_copies_numbers"]
 
 _TENSORS = {}
 
@@ -43,6 +46,24 @@ _NUMBERS_COPIED = _numbers_copied_check()
 
 def _eager_torch():
     return _NUMBERS_COPIED is not None and _NUMBERS_COPIED()
+
+
+def _never():
+    return False
+
+
+@contextlib.contextmanager
+def made_at_every_call():
+    """Within it, `scalar` and `cached` hand out the numbers as they do on other backends: Keras makes each
+    into a tensor at every call, as before this module. For timing the two forms (bench.probes); the ops and
+    their values are the same either way."""
+    global _eager_torch
+    made_once = _eager_torch
+    _eager_torch = _never  # swapped, not tested per call: every op of a step asks _eager_torch
+    try:
+        yield
+    finally:
+        _eager_torch = made_once
 
 
 def cached(key, like, make):

@@ -305,7 +305,7 @@ class PredNetCell(keras.layers.Layer):
             ahat = ops.relu(self._conv("ahat", l, r[l]))
             if l == 0:
                 # pixel_max as the tensor Keras makes of it, made once on torch (device_constants).
-                ahat = ops.minimum(ahat, scalar(self.pixel_max, ahat, _dtype_name(ahat.dtype)))
+                ahat = ops.minimum(ahat, scalar(self.pixel_max, ahat, dtype_name(ahat.dtype)))
                 frame_prediction = ahat
                 # E_0 against the frame as given (float32 under a mixed policy).
                 ahat = self._exact(ahat)
@@ -660,7 +660,7 @@ def _shrink(size, l):
 
 def _as_dtype(x, dtype):
     """x in `dtype`: no cast (none in the graph) when it is x's already."""
-    if _dtype_name(x.dtype) == dtype:
+    if dtype_name(x.dtype) == dtype:
         return x
     return ops.cast(x, dtype)
 
@@ -668,7 +668,7 @@ def _as_dtype(x, dtype):
 _DTYPE_NAMES = {}
 
 
-def _dtype_name(dtype):
+def dtype_name(dtype):
     """keras.backend.standardize_dtype(dtype), looked up once per dtype: the cell asks about 20 times per
     layer and time step, and Keras' answer is Python work on eager backends' every step."""
     try:

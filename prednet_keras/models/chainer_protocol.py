@@ -343,8 +343,8 @@ class ChainerPredNetTrainer:
             paper's size on 2 CPU cores JAX takes about 8 s per update unrolled
             against 105 s rolled, TensorFlow shows no consistent difference; on
             an H200 JAX takes 54 ms unrolled against 46 ms rolled; torch loops
-            in Python either way (scripts/chainer_unroll_probe.py,
-            docs/benchmarks.md). Losses may differ in their last digits (the
+            in Python either way (python -m
+            prednet_keras.bench.probes.chainer_unroll, docs/benchmarks.md). Losses may differ in their last digits (the
             compiler may order sums differently).
 
     Example:

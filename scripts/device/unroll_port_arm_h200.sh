@@ -8,7 +8,7 @@
 #            (port_h200.sh). Most of it is Inductor compiling our step (145-230 s cold). Inductor's cache is kept in
 #            /tmp/inductor-cache, which a later call on the same held machine finds; it is too large to bring back
 #            (31 MiB packed after one configuration, against 16 MiB a file).
-# unroll     the study window rolled against unrolled, deterministic GPU ops (scripts/chainer_unroll_probe.py).
+# unroll     the study window rolled against unrolled, deterministic GPU ops (python -m prednet_keras.bench.probes.chainer_unroll).
 # wgrad      the weight-gradient batching probe (scripts/wgrad_batching_probe.py), with at most WGRAD_S seconds.
 # arm        the 30-seed deterministic arm at -j 16 under MPS, unrolled if the unroll stage (this command's, or an
 #            earlier call's on the same held machine) found unrolled faster, else rolled.
@@ -34,7 +34,7 @@ if has port; then
     python3 scripts/inductor_kernels.py $TORCHINDUCTOR_CACHE_DIR --json $p/inductor-kernels-gpu.json > $p/inductor-kernels-gpu.txt 2>&1
 fi
 if has unroll; then
-    for u in no-unroll unroll; do XLA_FLAGS=--xla_gpu_deterministic_ops=true timeout 80 python3 scripts/chainer_unroll_probe.py --$u --json $p/chainer-$u-det.json > $p/chainer-$u-det.txt 2>&1; tail -1 $p/chainer-$u-det.txt; done
+    for u in no-unroll unroll; do XLA_FLAGS=--xla_gpu_deterministic_ops=true timeout 80 python3 -m prednet_keras.bench.probes.chainer_unroll --$u --json $p/chainer-$u-det.json > $p/chainer-$u-det.txt 2>&1; tail -1 $p/chainer-$u-det.txt; done
     python3 -c "import json; a=json.load(open('$p/chainer-no-unroll-det.json')); b=json.load(open('$p/chainer-unroll-det.json')); print(int(b['update_ms']['median'] < a['update_ms']['median']))" > $p/unrolled_faster 2>/dev/null || rm -f $p/unrolled_faster
 fi
 tar czf $OUT/probes.tgz -C /tmp probes

@@ -22,7 +22,7 @@ import json, sys, traceback
 import numpy as np, keras, torch
 from keras import ops
 import prednet_keras
-from prednet_keras.layers.device_constants import scalar
+from prednet_keras.layers.device_constants import cached, made_at_every_call, scalar
 from prednet_keras.layers.lotter_args import keras2_hard_sigmoid
 
 def bits(t):
@@ -51,6 +51,19 @@ for dtype in (torch.float32, torch.bfloat16):
     after = forward_backward(lambda v: ops.minimum(v, scalar(1.0, v, name)), a, upstream)
     result[f"minimum {dtype}"] = before == after
 result["made once"] = scalar(0.5, x) is scalar(0.5, x)
+# Switched off for a timing (bench.probes.torch_constants_ab): the numbers go to the ops as on other backends.
+def vector():
+    made.append(1)
+    return ops.zeros((2,))
+
+made = []
+with made_at_every_call():
+    result["at every call"] = [type(scalar(0.25, x)) for _ in range(2)] == [float, float]
+    for _ in range(2):
+        cached("probe key", x, vector)
+result["at every call"] = result["at every call"] and made == [1, 1]
+cached("probe key", x, vector), cached("probe key", x, vector)
+result["made once again"] = scalar(0.25, x) is scalar(0.25, x) and torch.is_tensor(scalar(0.25, x)) and made == [1, 1, 1]
 
 model = prednet_keras.build_training_model(nt=3, frame_shape=(8, 8, 3), stack_sizes=(3, 4), R_stack_sizes=(3, 4),
                                            A_filt_sizes=(3,), Ahat_filt_sizes=(3, 3), R_filt_sizes=(3, 3))
@@ -84,7 +97,7 @@ def test_on_torch_the_ops_compute_the_same_bits_and_no_number_is_copied_per_step
     assert completed.returncode == 0, completed.stderr[-3000:]
     result = json.loads(out.read_text())
     for key in ("hard_sigmoid torch.float32", "hard_sigmoid torch.bfloat16", "minimum torch.float32",
-                "minimum torch.bfloat16", "made once"):
+                "minimum torch.bfloat16", "made once", "at every call", "made once again"):
         assert result[key] is True, key
     # Keras' own (Adam's beta_1 and beta_2, its step count, the loss tracker) are left; none of ours.
     assert result["made by prednet_keras"] == []

@@ -7,11 +7,12 @@ XLA sees the 20 steps as one program and can fuse and schedule across them. This
 trainer (`ChainerPredNetTrainer`, the paper's model and size) with the window's RNN rolled or unrolled, runs the first update (compilation) and then
 --updates updates on one synthetic window sequence, and writes the timings and every loss.
 
-    KERAS_BACKEND=jax python3 scripts/chainer_unroll_probe.py --unroll --json unrolled.json
-    KERAS_BACKEND=jax python3 scripts/chainer_unroll_probe.py --no-unroll --json rolled.json
+    KERAS_BACKEND=jax python3 -m prednet_keras.bench.probes.chainer_unroll --unroll --json unrolled.json
+    KERAS_BACKEND=jax python3 -m prednet_keras.bench.probes.chainer_unroll --no-unroll --json rolled.json
 
 Each setting in its own process (no compilation shared). Deterministic GPU ops: set XLA_FLAGS as the arm does
-(`--xla_gpu_deterministic_ops=true`); the flag is recorded.
+(`--xla_gpu_deterministic_ops=true`); the flag is recorded. Until this move it was scripts/chainer_unroll_probe.py
+(last changed in a3da048), the name docs/benchmarks.md's records give.
 """
 import argparse
 import json
@@ -22,7 +23,8 @@ import time
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m prednet_keras.bench.probes.chainer_unroll",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--unroll", action=argparse.BooleanOptionalAction, required=True)
     parser.add_argument("--updates", type=int, default=40)
     parser.add_argument("--size", default="120x160")
@@ -36,6 +38,7 @@ def main(argv=None):
     import keras
     import numpy as np
 
+    from prednet_keras import backends
     from prednet_keras.models.chainer_protocol import ChainerPredNetTrainer
 
     height, width = (int(part) for part in args.size.split("x"))
@@ -66,7 +69,7 @@ def main(argv=None):
         "environment": {"backend": keras.backend.backend(), "keras": keras.__version__,
                         "XLA_FLAGS": os.environ.get("XLA_FLAGS"), "python": platform.python_version()},
     }
-    if keras.backend.backend() == "jax":
+    if backends.find(keras.backend.backend()) is backends.JAX:
         import jax
 
         document["environment"].update(jax=jax.__version__, device=jax.devices()[0].device_kind)

@@ -11,14 +11,14 @@ Prints one JSON object: for each way, whether every loss and weight is identical
 and the median seconds per update (all seeds together) after the first (compilation). The single runs are
 made for the first --compare seeds only (each compiles its own model).
 
-    python -m prednet_keras.bench.seed_batching [--seeds 3] [--size 16x16] [--device cpu]
+    python -m prednet_keras.bench.probes.seed_batching [--seeds 3] [--size 16x16] [--device cpu]
     # the paper's model and window on a GPU, 30 seeds, 2 of them compared
-    python -m prednet_keras.bench.seed_batching --device gpu --seeds 30 --compare 2 --size 120x160 \
+    python -m prednet_keras.bench.probes.seed_batching --device gpu --seeds 30 --compare 2 --size 120x160 \
         --stack-sizes 3,48,96,192 --bprop 20 --updates 12 --program-seeds 4
 
 A probe of the study's window model (docs/benchmarks.md, "Seeds in one program instead of one process
-each?"; until this move it was scripts/seed_batching_probe.py, last changed in a3da048); JAX only, whatever
-KERAS_BACKEND says.
+each?"; it was scripts/seed_batching_probe.py, last changed in a3da048, then prednet_keras.bench.seed_batching);
+JAX only, whatever KERAS_BACKEND says.
 """
 
 import argparse
@@ -27,7 +27,8 @@ import os
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m prednet_keras.bench.probes.seed_batching",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--compare", type=int, help="seeds trained alone to compare with [default: all]")
     parser.add_argument("--size", default="16x16", help="frames HxW")
