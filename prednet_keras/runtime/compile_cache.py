@@ -114,9 +114,10 @@ def inductor_folder():
 
 
 def inductor_environment(runtime_config, base):
-    """{TORCHINDUCTOR_CACHE_DIR: the shared folder} for a torch process that compiles (`xla` on) and whose
-    environment `base` names no folder of its own; {} otherwise (eager runs' records say nothing of a cache)."""
-    if runtime_config.backend != "torch" or not runtime_config.xla or base.get(INDUCTOR_DIR_ENV):
+    """{TORCHINDUCTOR_CACHE_DIR: the shared folder} for a torch process (environment.torch_environment) that
+    compiles (`xla` on) and whose environment `base` names no folder of its own; {} otherwise (eager runs'
+    records say nothing of a cache)."""
+    if not runtime_config.xla or base.get(INDUCTOR_DIR_ENV):
         return {}
     return {INDUCTOR_DIR_ENV: os.fspath(inductor_folder())}
 

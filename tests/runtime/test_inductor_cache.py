@@ -29,7 +29,8 @@ def test_a_compiled_torch_process_gets_the_shared_folder_and_records_it(tmp_path
     assert own["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere/else"
     for config in (runtime.RuntimeConfig(backend="torch", device="cpu"),
                    runtime.RuntimeConfig(backend="torch", device="cpu", xla=False),
-                   runtime.RuntimeConfig(backend="jax", device="cpu", xla=True)):
+                   runtime.RuntimeConfig(backend="jax", device="cpu", xla=True),
+                   runtime.RuntimeConfig(backend="tensorflow", device="cpu", xla=True)):
         assert "TORCHINDUCTOR_CACHE_DIR" not in environment_for(config, base), config
 
 
