@@ -41,6 +41,7 @@ import time
 
 from prednet_keras.files.diskwrite import atomic_write, file_sha256, write_through_temporary
 from prednet_keras.session import interrupts
+from prednet_keras.session.bookkeeping import resume_entry
 from prednet_keras.session.display import UpdateProgress
 from prednet_keras.session.history import update_rows
 from prednet_keras.session.records import Manifest
@@ -134,8 +135,7 @@ def run_protocol(run, kind, runtime_record=None, quiet=False, session_callbacks=
     trajectory = Trajectory(folder.path / TRAJECTORY_FILE, total, study.get("trajectory_points") or 0)
     session["jit_compile"] = jit
     if resume is not None:
-        manifest.setdefault("resumes", []).append(
-            {"command": resume.get("command"), "time": resume.get("time"), "after_update": _done(state)})
+        manifest.setdefault("resumes", []).append(resume_entry(resume, after_update=_done(state)))
     run.write()
 
     checkpoint = UpdateCheckpoint(run, kind, trajectory, state) if checkpoints else None

@@ -4,7 +4,7 @@ protocol): prednet-chainer and the autoencoder, stopped after k of K updates thr
 refused in one line, the run folder unchanged.
 
 The training process is this one (its `worker.launch` replaced by a direct call of the session, with the
-worker's handling of a stop), so the tiny runs share one framework import.
+worker's handling of a stop: conftest's `stop_after`), so the tiny runs share one framework import.
 """
 
 import csv
@@ -16,48 +16,15 @@ import pytest
 from click.testing import CliRunner
 
 from prednet_keras.cli.train import main as train_main
-from prednet_keras.session import bookkeeping, protocol_training, training, worker
+from prednet_keras.session import protocol_training, worker
 from prednet_keras.session.folder import RunFolder
-from tests.train.conftest import run_cli
+from tests.train.conftest import TRAJECTORY_POINTS, run_cli
 
 CHAINER = ["--model", "prednet-chainer", "--protocol", "quick", "--stack-sizes", "3,4", "--size", "32x32",
            "--period", "40", "--bprop", "4"]
 AUTOENCODER = ["--model", "autoencoder", "--autoencoder", "dense", "--protocol", "quick", "--images", "12"]
-TRAJECTORY_POINTS = 5
 # What differs between two runs of the same options: times, and the run folder's own path.
 VOLATILE_RESULT = ("train_seconds", "first_update_seconds", "initial_weights")
-
-
-@pytest.fixture
-def stop_after(monkeypatch):
-    """Runs prednet-train's training process in this process; `stop_after[0] = k` stops the next run once its
-    k-th update is recorded, through the session's stop request (StopOnRequest), as SIGINT does. Every run
-    samples its weights' trajectory at TRAJECTORY_POINTS points, as a study's runs do."""
-    stop = [None]
-
-    def launch(run_dir, runtime_config, quiet=False, resume=None, **_):
-        history = run_dir / "history.csv"
-        if resume is None:
-            folder = RunFolder(run_dir)
-            folder.update_manifest(study={"trajectory_points": TRAJECTORY_POINTS})
-
-        def should_stop():
-            return stop[0] is not None and history.is_file() and _row_count(history) >= stop[0]
-
-        try:
-            training.train(run_dir, quiet=quiet, resume=resume, should_stop=should_stop)
-        except KeyboardInterrupt:
-            bookkeeping.mark_stopped(run_dir, "interrupted")
-            return worker.EXIT_INTERRUPTED
-        return 0
-
-    monkeypatch.setattr(worker, "launch", launch)
-    return stop
-
-
-def _row_count(path):
-    with open(path, encoding="utf-8") as handle:
-        return sum(1 for _ in handle) - 1
 
 
 def _train(args, folder, *more):
@@ -117,6 +84,9 @@ def test_a_stopped_run_resumes_bit_identical_to_an_uninterrupted_one(case, stop_
     assert _outcome(parted) == _outcome(whole)
     manifest = json.loads((parted / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["resumes"][0]["after_update"] == 4
+    # The same code as the run's: the resume records it, and nothing about a change of code.
+    assert manifest["resumes"][0]["code"] == manifest["code"] and "code_changed" not in manifest["resumes"][0]
+    assert "package" not in resumed.output
     assert manifest["sessions"][-1]["start_update"] == 4
     # A complete run keeps no checkpoint (the study packs the same files as before).
     assert not (parted / "state.json").exists() and not (parted / "checkpoints").exists()
