@@ -82,6 +82,11 @@ class Backend:
         numbers_copied_per_call: () -> bool: whether, at this moment, a Python number given to an op becomes
             a new device tensor at every call (eager torch; not while torch.compile traces), so that
             layers.device_constants makes it once; None where numbers reach the ops as they are.
+        random_layers_draw_globally: Keras' random layers may draw from the framework's global generator
+            rather than from their own keras.random.SeedGenerator (torch: a Dropout made without a seed), which
+            Keras' fit also draws from as each epoch starts and ends, so no checkpoint holds where their
+            numbers would continue: a model with random layers is not checkpointed there
+            (session.protocol_training).
     """
 
     name: str
@@ -110,6 +115,7 @@ class Backend:
     reset_device_peak: object = None
     keep_step_output: object = None
     numbers_copied_per_call: object = None
+    random_layers_draw_globally: bool = False
 
     @property
     def cudnn_switches(self):
@@ -202,6 +208,7 @@ TORCH = Backend(
     device_peak=_at("bench.measure", "torch_peak"),
     keep_step_output=_at("session.callbacks", "torch_step_output_kept"),
     numbers_copied_per_call=_at("layers.device_constants", "torch_copies_numbers"),
+    random_layers_draw_globally=True,
 )
 
 # In the order a command picks the first installed one when nothing names a backend (TensorFlow stays the

@@ -13,7 +13,7 @@ from prednet_keras.cli.options import runtime_config, runtime_options
 from prednet_keras.runtime.options import names as runtime_names
 
 # Options --resume may change: the rest define the run and must stay as recorded.
-RESUME_MAY_CHANGE = {"epochs", "quiet", "output", "resume"}
+RESUME_MAY_CHANGE = {"epochs", "quiet", "output", "resume", "resume_with_changed_code"}
 # Lotter's recipe only: refused with the study models (issue 9), which follow their protocol.
 LOTTER_ONLY = (
     "nt", "batch_size", "epochs", "steps_per_epoch", "lr", "lr_drop_epoch", "lr_drop_factor",
@@ -98,7 +98,8 @@ Examples:
 @click.option("--init-weights", type=click.Path(dir_okay=False), help="Start from these initial weights (e.g. another run's initial_weights.h5) instead of the seed's.")
 @runtime_options(devices=True)
 @click.option("-o", "--output", type=click.Path(file_okay=False), help="Run folder [default: weights/prednet-<date>-<time>].")
-@click.option("--resume", is_flag=True, help="Continue the run in --output from its last completed epoch (a model trained by its protocol: from its last checkpoint). A complete run is continued only with --epochs raised above its epochs; a shipped model, a folder that is not a run folder, or one whose files do not match its manifest is refused, unchanged.")
+@click.option("--resume", is_flag=True, help="Continue the run in --output from its last completed epoch (a model trained by its protocol: from its last checkpoint). A complete run is continued only with --epochs raised above its epochs; a shipped model, a folder that is not a run folder, or one whose files do not match its manifest is refused, unchanged, and so is a run last trained with other prednet_keras code (--resume-with-changed-code).")
+@click.option("--resume-with-changed-code", is_flag=True, help="With --resume: continue the run although the prednet_keras code now running is not the code it last trained with (their package checksums differ), which --resume refuses; the manifest's resumes record the code each resume ran and this change.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run folder at --output. The old run is kept aside until the new one completes its first epoch, and put back unchanged if the new one fails or is stopped before that.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Train N times into OUTPUT/repeat-1..N and say whether the runs are bit-identical (final weights and loss curves): a determinism audit.")
 @click.option("-q", "--quiet", is_flag=True, help="One log line per epoch instead of a progress bar.")
@@ -136,6 +137,9 @@ def main(ctx, **options):
     _check_combinations(ctx, options)
     if options["overwrite"] and options["resume"]:
         raise click.UsageError("--resume and --overwrite contradict each other.")
+    if options["resume_with_changed_code"] and not options["resume"]:
+        raise click.UsageError("--resume-with-changed-code applies only with --resume (a new run is made with the "
+                               "code now running).")
     if options["repeat"] > 1:
         if options["resume"]:
             raise click.UsageError("--repeat makes new runs; it cannot be combined with --resume.")
@@ -367,8 +371,8 @@ def _resume(ctx, options):
 
     if not options["output"]:
         raise click.UsageError("--resume needs --output RUN_FOLDER (the run to continue).")
-    code = resume_run(options["output"], lambda folder: _check_resume(ctx, options, folder), quiet=options["quiet"],
-                      say=_say)
+    code = resume_run(options["output"], lambda folder: _check_resume(ctx, options, folder),
+                      changed_code_ok=options["resume_with_changed_code"], quiet=options["quiet"], say=_say)
     if code == 0:
         from prednet_keras import model_kinds
         from prednet_keras.session.folder import RunFolder

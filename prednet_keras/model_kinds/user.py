@@ -29,8 +29,22 @@ file and that file's sha256 (manifest `model` and `protocol`).
 [train] of a study spec (and prednet-train's --epochs / --batch-size, when given) may override epochs,
 batch_size and metric_updates.
 
-Not (yet) for user models: --precision other than float32, --resume (no checkpoints: `UserModelKind` says
-why), prednet-bench, and
+Checkpoints and --resume: as the study's models (`session.protocol_training`), every few minutes and when
+stopped; `prednet-train --resume` continues the run bit-identically to an uninterrupted one (history.csv but
+its seconds, the final weights). The checkpoint holds the weights and the optimizer's variables
+(`save_weights`) and, in state.json, the state of every Keras random generator the model's layers own
+(`keras.random.SeedGenerator`: Dropout's, the noise and random augmentation layers'), which `save_weights`
+leaves out; the batches are a function of the seed and the epoch. Hence one more rule of the contract:
+the model draws its random numbers while training only through its layers' own generators, as Keras'
+layers do. Random numbers drawn elsewhere (keras.random without a SeedGenerator held by a layer, the
+backend's or NumPy's generators in a custom layer or train_step) are in no checkpoint, and a run continued
+from one would not be the uninterrupted run: nothing can tell such a model apart, so it is stated here.
+On torch, Keras' Dropout made without a seed draws from torch's global generator, which Keras' fit also
+draws from as each epoch starts and ends, so a model with random layers keeps no checkpoints there (the run
+says so as it starts; `backends.Backend.random_layers_draw_globally`): train it with jax or tensorflow to
+have them.
+
+Not (yet) for user models: --precision other than float32, prednet-bench, and
 prednet-eval (it refuses such a run in one line: the val metrics in the manifest are the evaluation). Build the model with the functional API
 and named layers: a keras.Sequential built inside the function gets other weight paths than the same model
 loaded from model.keras, and the saved weights are checked against the run's record by path. Only the
@@ -217,10 +231,12 @@ def _arrays_checksum(pair):
 class UserModelKind(base.ModelKind):
     """The kind of one reference (made by base.get for a name with a ':')."""
 
-    # Not resumable (yet): a user's model may draw random numbers while it trains (dropout, noise layers),
-    # and the generators' state is not among the variables a checkpoint holds, so a continued run would not
-    # be the uninterrupted one; its runs keep no checkpoints and are started again.
-    session_protocol = UpdateProtocol(can_resume=False)
+    # Checkpointed and resumable as the study's models are (protocol_training): the checkpoint holds the
+    # weights and the optimizer's variables (save_weights) and, in state.json, the state of the model's Keras
+    # random generators (Dropout's, noise and augmentation layers'), which save_weights leaves out; the data
+    # order is a function of the seed and the epoch. Not on torch for a model with random layers (the module's
+    # docstring says why): its runs keep no checkpoints there.
+    session_protocol = UpdateProtocol()
     precision_modes = False
     options = ("seed", "init_weights", "epochs", "batch_size")
     history_columns = ("update", "epoch", "loss", "seconds")
@@ -334,13 +350,23 @@ class UserModelKind(base.ModelKind):
         optimizer = data.optimizer if data.optimizer is not None else keras.optimizers.Adam(learning_rate=1e-3)
         model.compile(optimizer=optimizer, loss=data.loss, metrics=[_batch_loss_metric(data.loss)],
                       jit_compile=jit_compile)
+        done = ()
+        if checkpoint is not None:
+            checkpoint.attach(model)
+            done = checkpoint.records
         if on_start is not None:
             on_start(model)
         x, y = data.train_data
-        log = protocols.UpdateLog(on_update)
+        log = protocols.UpdateLog(on_update, records=done)
         recorder = protocols.UpdateRecorder(log, "batch_loss")
+        per_epoch = math.ceil(len(x) / preset.batch_size)
         started = time.perf_counter()
         for epoch, order in enumerate(self._orders(len(x), preset, config.seed), start=1):
+            # A continued run makes the updates after those its checkpoint holds: the same batches, in order.
+            skipped = min(max(len(done) - (epoch - 1) * per_epoch, 0), per_epoch) * preset.batch_size
+            if skipped >= len(order):
+                continue
+            order = order[skipped:]
             recorder.fields = lambda index, epoch=epoch: {"epoch": epoch}
             model.fit(x[order], y[order], batch_size=preset.batch_size, epochs=1, shuffle=False, verbose=0,
                       callbacks=[recorder])

@@ -27,12 +27,23 @@ from prednet_keras.session import folder as run_folders
 from prednet_keras.session.history import HISTORY_FIELDS, HistoryWriter, draw_loss
 from prednet_keras.session.records import Manifest
 
-__all__ = ["RunSession", "check_checkpoint_file", "mark_stopped", "now"]
+__all__ = ["RunSession", "check_checkpoint_file", "mark_stopped", "now", "resume_entry"]
 
 
 def now():
     """The time a session record holds (local, with its UTC offset)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def resume_entry(resume, **where):
+    """The manifest's record of one --resume (records.Resume, as a dict): its command and time, where it
+    continued (`where`: after_epoch or after_update) and the code it ran (with code_changed where it went on
+    across a change of code: start.code_to_resume_with), from the resume record prednet-train passed."""
+    entry = {"command": resume.get("command"), "time": resume.get("time") or now(), **where}
+    for key in ("code", "code_changed"):
+        if resume.get(key) is not None:
+            entry[key] = resume[key]
+    return entry
 
 
 class RunSession:

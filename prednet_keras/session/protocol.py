@@ -11,8 +11,8 @@ What differs between protocols is stated, not tested for:
 - `can_resume`: whether the protocol checkpoints its progress, so that `prednet-train --resume` continues a
   killed or stopped run: Lotter's recipe after every epoch (`recipe_training`), a protocol counted in
   updates every few minutes and when asked to stop (`protocol_training`: the Chainer window, the
-  autoencoder), the continuation bit-identical to an uninterrupted run. A user's model states that it
-  cannot (`model_kinds.user`): a run of it is started again.
+  autoencoder, a user's model), the continuation bit-identical to an uninterrupted run. A kind that could
+  not continue its runs so would state False: its runs would keep no checkpoints and be started again.
 - `keeps_final_model`: what model.keras holds once the run is complete: the final weights, the run's result
   (a protocol counted in updates; its result.weights_checksum then vouches for model.keras), or the best
   epoch's (the recipe, which records that model's own checksum).

@@ -29,8 +29,12 @@ from it through the session's one path (the same option, lock and checks as Lott
 as recorded, the data and its order by checksum, the checkpoint file by sha256 and its weights by checksum,
 history.csv by the sha256 it had), and the continuation is bit-identical to an uninterrupted run: the
 checkpoint holds what the protocol's compiled model holds (weights, the optimizer's variables and
-iteration count, the Chainer window's carried state), the updates made so far are history.csv's rows, and
-the protocols draw no random numbers (their orders are functions of the seed).
+iteration count, the Chainer window's carried state), the updates made so far are history.csv's rows, the
+orders are functions of the seed, and the random numbers a model draws while it trains (a user's model's
+Dropout) come from its layers' Keras random generators, whose states state.json records beside the
+checkpoint ("random_generators": `save_weights` leaves them out) and the continuation restores. Where a
+backend's random layers draw from its global generator instead (torch; `backends.Backend
+.random_layers_draw_globally`), a model with random layers keeps no checkpoints (`UpdateCheckpoint.enabled`).
 """
 
 import contextlib
@@ -39,8 +43,10 @@ import hashlib
 import shutil
 import time
 
+from prednet_keras import backends
 from prednet_keras.files.diskwrite import atomic_write, file_sha256, write_through_temporary
 from prednet_keras.session import interrupts
+from prednet_keras.session.bookkeeping import resume_entry
 from prednet_keras.session.display import UpdateProgress
 from prednet_keras.session.history import update_rows
 from prednet_keras.session.records import Manifest
@@ -134,8 +140,7 @@ def run_protocol(run, kind, runtime_record=None, quiet=False, session_callbacks=
     trajectory = Trajectory(folder.path / TRAJECTORY_FILE, total, study.get("trajectory_points") or 0)
     session["jit_compile"] = jit
     if resume is not None:
-        manifest.setdefault("resumes", []).append(
-            {"command": resume.get("command"), "time": resume.get("time"), "after_update": _done(state)})
+        manifest.setdefault("resumes", []).append(resume_entry(resume, after_update=_done(state)))
     run.write()
 
     checkpoint = UpdateCheckpoint(run, kind, trajectory, state) if checkpoints else None
@@ -210,6 +215,8 @@ class UpdateCheckpoint:
 
     Attributes:
         records: the records of the updates the checkpoint holds (history.csv's rows), in order.
+        enabled: whether checkpoints are written: not for a model with random layers on a backend where they
+            draw from its global generator (`attach` says so).
     """
 
     def __init__(self, run, kind, trajectory, state=None):
@@ -227,6 +234,7 @@ class UpdateCheckpoint:
                 trajectory.resume(_done(state))
         self.written = time.perf_counter()
         self.every = CHECKPOINT_SECONDS
+        self.enabled = True
 
     @staticmethod
     def check_files(run, state):
@@ -246,18 +254,33 @@ class UpdateCheckpoint:
     def attach(self, model, build=None):
         """Loads the checkpoint (if any) into `model`, the protocol's compiled model, and keeps it to checkpoint.
         `build`: builds a model whose first update would build it (called only when there is a checkpoint)."""
+        import keras
+
+        backend = backends.named(keras.backend.backend())
         if self.state is not None:
             if build is not None and not model.built:
                 build()
+            if _random_generators(model) and backend.random_layers_draw_globally:
+                from prednet_keras.session.folder import RunFolderError
+
+                # A checkpoint this package does not write (see below); refused as its continuation would be.
+                raise RunFolderError(f"{self.folder.path} cannot be continued: {_not_checkpointed(backend)}")
             self.run.restore_checkpoint(model, self.state)
+            _restore_random_generators(model, self.state, self.folder)
+        elif _random_generators(model) and backend.random_layers_draw_globally:
+            # Its continuation could not be the uninterrupted run: none is offered.
+            self.enabled = False
+            print(f"(No checkpoints, so --resume cannot continue this run: {_not_checkpointed(backend)})", flush=True)
         self.model = model
 
     def due(self):
         """Whether `every` seconds have passed since the last checkpoint (or the start)."""
-        return time.perf_counter() - self.written >= self.every
+        return self.enabled and time.perf_counter() - self.written >= self.every
 
     def save(self, update):
-        """Checkpoints the model after `update` (its row already in history.csv)."""
+        """Checkpoints the model after `update` (its row already in history.csv); nothing when not `enabled`."""
+        if not self.enabled:
+            return
         from prednet_keras.models.starting_point import weights_checksum
         from prednet_keras.session.callbacks import variables_bytes
 
@@ -269,15 +292,64 @@ class UpdateCheckpoint:
             self.trajectory.save()
         path = self.folder.update_checkpoint_path(update)
         write_through_temporary(path, self.model.save_weights, needed=variables_bytes(self.model))
-        self.folder.write_state({
+        state = {
             "update": int(update),
             "checkpoint": str(path.relative_to(self.folder.path)),
             "weights_checksum": weights_checksum(self.model),
             "checkpoint_sha256": file_sha256(path),
             "history_sha256": file_sha256(self.folder.history_path),
-        })
+        }
+        generators = _random_generator_states(self.model)
+        if generators:
+            state["random_generators"] = generators
+        self.folder.write_state(state)
         self.folder.remove_checkpoints_except(path)
         self.written = time.perf_counter()
+
+
+def _not_checkpointed(backend):
+    """Why a run keeps no checkpoints: its model has random layers, which on `backend` draw from its global
+    generator (backends.Backend.random_layers_draw_globally)."""
+    others = " or ".join(b.name for b in backends.BACKENDS if not b.random_layers_draw_globally)
+    return (f"on {backend.display_name}, Keras' random "
+            f"layers (a Dropout made without a seed) draw from {backend.display_name}'s global generator, which "
+            "Keras' fit also draws from as each epoch starts and ends, so no checkpoint holds where a continued "
+            f"run's random numbers would be. Train it with --backend {others} to have checkpoints.")
+
+
+def _random_generators(model):
+    """The state variables of the model's Keras random generators (keras.random.SeedGenerator: Dropout's,
+    GaussianNoise's, the random augmentation layers'), in the model's order. `model.variables` is
+    `model.weights` plus these (Keras' documented difference), and `save_weights` writes only the weights
+    and the optimizer's variables, so a checkpoint holds them only through `_random_generator_states`."""
+    weights = {id(variable) for variable in model.weights}
+    return [variable for variable in model.variables if id(variable) not in weights]
+
+
+def _random_generator_states(model):
+    """[{"path", "state"}] of the model's random generators (state: the generator's seed and counter, two
+    integers), for state.json; empty for a model that draws no random numbers."""
+    import keras
+
+    return [{"path": variable.path, "state": [int(v) for v in keras.ops.convert_to_numpy(variable.value)]}
+            for variable in _random_generators(model)]
+
+
+def _restore_random_generators(model, state, folder):
+    """Sets the model's random generators to the states `state` (state.json) recorded with its checkpoint,
+    matched by position (a generator's path carries a name Keras numbers per process)."""
+    import numpy as np
+
+    recorded = state.get("random_generators") or []
+    generators = _random_generators(model)
+    if len(recorded) != len(generators):
+        from prednet_keras.session.folder import RunFolderError
+
+        raise RunFolderError(f"{folder.state_path} records the state of {len(recorded)} random generators and the "
+                             f"model has {len(generators)}: this checkpoint is not of this model, so the run "
+                             "cannot be continued.")
+    for variable, record in zip(generators, recorded):
+        variable.assign(np.asarray(record["state"], dtype=variable.dtype))
 
 
 def _resumed_session(manifest, runtime_record, done):

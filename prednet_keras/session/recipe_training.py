@@ -33,7 +33,7 @@ from prednet_keras import backends
 from prednet_keras.session import torch_compile
 from prednet_keras.runtime.distribution import batch_problem
 from prednet_keras.session.early_stopping import ResumableEarlyStopping
-from prednet_keras.session.bookkeeping import now
+from prednet_keras.session.bookkeeping import resume_entry
 from prednet_keras.session.folder import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.runtime.memory_estimate import memory_problem
@@ -419,9 +419,7 @@ def _begin_session(run, config, runtime_record, first_epoch, resume, recorded_ep
         session[key] = "same as the run's" if value is not None and comparable_runtime(value) == comparable_runtime(first) else value
     session["start_epoch"] = first_epoch
     if resume:
-        manifest.setdefault("resumes", []).append(
-            {"command": resume.get("command"), "time": resume.get("time") or now(), "after_epoch": first_epoch}
-        )
+        manifest.setdefault("resumes", []).append(resume_entry(resume, after_epoch=first_epoch))
         if config.epochs != recorded_epochs:
             manifest["options"]["epochs"] = config.epochs
             manifest.setdefault("epochs_changed", []).append(

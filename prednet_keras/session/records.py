@@ -42,6 +42,7 @@ __all__ = [
     "Options",
     "Record",
     "Result",
+    "Resume",
     "Runtime",
     "RuntimeEffective",
     "RuntimeRequested",
@@ -180,6 +181,13 @@ class Code(Record):
     package_sha256: str | None = None
     version: str | None = None
 
+    def describe(self):
+        """"commit 6dcfd0d (dirty), package 3f2a9c01b7e4": the commit (short), whether the package's files
+        differed from it, and the first 12 hex digits of their checksum; "unknown" for what is not known."""
+        commit = self.commit[:7] if self.commit else "unknown"
+        dirty = {True: " (dirty)", False: "", None: " (dirty: unknown)"}[self.dirty] if self.commit else ""
+        return f"commit {commit}{dirty}, package {self.package_sha256[:12] if self.package_sha256 else 'unknown'}"
+
 
 # ------------------------------------------------------------------ the run config
 class RuntimeRequestedBase(Record):
@@ -277,6 +285,22 @@ class Session(Record):
 
 
 @dataclass
+class Resume(Record):
+    """One `prednet-train --resume` of the run (resumes: one per resume, in order): its command, when, where
+    it continued (after_epoch for Lotter's recipe, after_update for a protocol counted in updates) and the
+    code it ran (`code`, absent in resumes from before it was recorded). code_changed: true when that code's
+    package checksum differed from the code the run had last trained with and the resume went on anyway
+    (--resume-with-changed-code); absent otherwise."""
+
+    command: list | None = None
+    time: str | None = None
+    after_epoch: int | None = None
+    after_update: int | None = None
+    code: Code | None = field(default=None, metadata=_nested(Code))
+    code_changed: bool | None = None
+
+
+@dataclass
 class InitialWeights(Record):
     """initial_weights: the starting point's file, where it came from, its seed and checksum."""
 
@@ -354,7 +378,7 @@ class Manifest(Record):
     protocol: dict | None = None
     metric: dict | None = None
     model: dict | None = None
-    resumes: list | None = None
+    resumes: list | None = field(default=None, metadata=_listed(Resume))
     result: Result | None = field(default=None, metadata=_nested(Result))
 
     @classmethod
@@ -406,6 +430,15 @@ class Manifest(Record):
         return int((self.options and self.options.epochs) or 0)
 
     @property
+    def last_code(self):
+        """The code the run last trained with: the latest resume's that recorded one, else the run's own
+        `code`; None when neither is recorded (runs from before the code record)."""
+        for resume in reversed(self.resumes or []):
+            if isinstance(resume, Resume) and resume.code is not None:
+                return resume.code
+        return self.code
+
+    @property
     def epochs_completed(self):
         """result.epochs_completed, or None when not recorded."""
         return self.result.epochs_completed if self.result else None
@@ -421,6 +454,8 @@ class Manifest(Record):
 #   study.executor (--executor ray): absent = the local executor, which records none.
 #   code (the commit and files the run was made with): absent = not recorded (runs made before it was);
 #     never invented here: today's checkout is not the code an older run ran.
+#   resumes[].code, resumes[].code_changed (the code each --resume ran): absent in resumes made before they
+#     were recorded: not known, never invented.
 _FILLS = (
     (("runtime", "requested"), "precision", "float32"),
     (("runtime", "effective"), "precision", "float32"),

@@ -17,7 +17,7 @@ from prednet_keras.session import folder as run_folders
 from prednet_keras.session import worker
 from prednet_keras.session.lock import RunLock
 
-__all__ = ["how_it_ended", "resumable_run", "resume_run", "start_new_run"]
+__all__ = ["code_to_resume_with", "how_it_ended", "resumable_run", "resume_run", "start_new_run"]
 
 
 def start_new_run(path, config, runtime_config, command, *, overwrite=False, quiet=False, schedule=None, say=print):
@@ -91,7 +91,7 @@ def _start_locked(folder, replacement, lock, config, runtime_config, command, qu
     return code
 
 
-def resume_run(path, check, *, quiet=False, say=print):
+def resume_run(path, check, *, changed_code_ok=False, quiet=False, say=print):
     """Continues the run in `path` from its last completed epoch; returns the training process's exit status.
 
     Args:
@@ -100,6 +100,8 @@ def resume_run(path, check, *, quiet=False, say=print):
             (completed epochs, its runtime.RuntimeConfig, the resume record for the training process);
             called before the lock is taken (so a refusal writes nothing, the lock file included) and
             again under it.
+        changed_code_ok: continue the run although the code now running is not the code it last trained
+            with (see code_to_resume_with); the resume records it.
         quiet: one line per epoch instead of a progress bar.
         say: prints one line of the command's own output.
     """
@@ -107,11 +109,16 @@ def resume_run(path, check, *, quiet=False, say=print):
     replacement = run_folders.Replacement(folder)
     if not replacement.aside.is_dir():
         check(folder)
+        code_to_resume_with(folder, changed_code_ok)
     with RunLock(folder.path) as lock:
         recovered = replacement.recover()
         if recovered:
             say(f"({recovered})")
         done, runtime_config, record = check(folder)
+        code_fields, note = code_to_resume_with(folder, changed_code_ok)
+        record = {**record, **code_fields}
+        if note:
+            say(note)
         before = folder.manifest_path.read_bytes()
         say(f"Run folder: {folder.path} ({folder.progress_text()})")
         _say_starting(runtime_config, say)
@@ -123,6 +130,51 @@ def resume_run(path, check, *, quiet=False, say=print):
     elif code > 128 and code != worker.EXIT_INTERRUPTED:
         _say_killed(code, folder, say)
     return code
+
+
+def code_to_resume_with(folder, changed_code_ok=False):
+    """The code a resume of `folder` runs, checked against the code the run last trained with (its
+    manifest's `code`, or its latest resume's: records.Manifest.last_code). Reads only.
+
+    The package checksum (code_provenance.package_sha256: every .py file of prednet_keras) decides: a
+    resume under other code would make one run of two versions of the package while its manifest names
+    one, so it is refused unless `changed_code_ok`, and then recorded (code_changed). A commit or dirty flag
+    that differs while the files are the same changes nothing the run computes. A run that records no
+    checksum (made before runs recorded their code) cannot be checked: it continues, said in one line, and
+    its resume records the code it ran, so that later resumes are checked against that.
+
+    Returns:
+        (the resume record's code fields: {"code"} and, continuing across a change, "code_changed": True;
+        the line to say, or None).
+
+    Raises:
+        run_folders.RunFolderError: the code changed and `changed_code_ok` is false.
+    """
+    from prednet_keras.runtime.code_provenance import code_provenance
+    from prednet_keras.session.records import Code
+
+    current = Code.from_dict(code_provenance())
+    last = folder.read_record().last_code
+    fields = {"code": current.to_dict()}
+    if last is None or not last.package_sha256:
+        return fields, (f"({folder.path} records no code checksum (made before runs recorded one): whether the "
+                        f"code now running, {current.describe()}, is the code it trained with cannot be checked; "
+                        "this resume records it.)")
+    if not current.package_sha256:
+        return fields, (f"(the package checksum of the code now running cannot be computed: whether it is the "
+                        f"code {folder.path} last trained with, {last.describe()}, cannot be checked.)")
+    if current.package_sha256 == last.package_sha256:
+        return fields, None
+    if not changed_code_ok:
+        raise run_folders.RunFolderError(
+            f"{folder.path} last trained with {last.describe()}, and the code now running is {current.describe()}: "
+            "resuming would make one run of two versions of prednet_keras. Resume it with the code it trained "
+            "with, start a new run, or pass --resume-with-changed-code to continue it anyway (its manifest records "
+            "the change)."
+        )
+    return {**fields, "code_changed": True}, (
+        f"(continuing {folder.path} with changed code: it last trained with {last.describe()}, now "
+        f"{current.describe()}; the manifest's resumes record it.)")
 
 
 def resumable_run(folder):

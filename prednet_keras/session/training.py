@@ -24,7 +24,8 @@ def train(run_dir, runtime_record=None, quiet=False, resume=None, should_stop=No
         run_dir: the run folder (its manifest written by prednet-train).
         runtime_record: {"effective", "fingerprint"} of this process (runtime.configure, runtime.fingerprint).
         quiet: fewer progress lines.
-        resume: for `prednet-train --resume`: {"command", "time", "epochs"} (a protocol that can resume).
+        resume: for `prednet-train --resume`: {"command", "time", "epochs", "code"[, "code_changed"]} (a protocol
+            that can resume; `start.code_to_resume_with` made the code fields).
         should_stop: a function; True stops training at the next step with KeyboardInterrupt.
     """
     folder = run_folders.RunFolder(run_dir)

@@ -40,7 +40,7 @@ def start(run_dir, runtime_config, quiet=False, resume=None, **start_kwargs):
         runtime_config: the runtime.RuntimeConfig asked for.
         quiet: one log line per epoch instead of a progress bar.
         resume: for --resume, the record the run's protocol takes (command,
-            time, epochs); the training process writes it once the run is verified.
+            time, epochs, the code it runs); the training process writes it once the run is verified.
         **start_kwargs: passed to childproc.start (stdout, pass_fds, death_signal, ...).
     """
     from prednet_keras.runtime import childproc

@@ -77,7 +77,7 @@ def test_the_model_list_is_the_registry():
     assert model_kinds.names() == ("prednet", "prednet-chainer", "autoencoder")
     assert spec_rules.MODELS == model_kinds.names()
     assert model_kinds.get("prednet").session_protocol.can_resume
-    # The study's own models resume from their checkpoints; a user's model states that it cannot (below).
+    # The study's own models resume from their checkpoints, and so does a user's model (below).
     assert model_kinds.get("autoencoder").session_protocol.can_resume
     assert model_kinds.get("prednet-chainer").session_protocol.can_resume
     assert model_kinds.get("prednet-chainer").arm_factors == {"tbptt": "chainer", "emulate_cpu_aliasing": False}
@@ -109,7 +109,7 @@ def test_references_name_a_user_model(tmp_path):
     assert model_kinds.is_reference("mypkg.models:small_cnn") and model_kinds.is_reference("a/b.py:f")
     assert not model_kinds.is_reference("prednet") and not model_kinds.is_reference("x.py:1")
     kind = model_kinds.get("sub/m.py:fn")
-    assert not kind.session_protocol.can_resume and kind.output_name() == "fn"
+    assert kind.session_protocol.can_resume and kind.output_name() == "fn"
     assert kind.canonical(tmp_path) == f"{(tmp_path / 'sub' / 'm.py').resolve()}:fn"
 
 

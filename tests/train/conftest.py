@@ -24,6 +24,10 @@ TINY = [
 ]
 
 
+# Every run of `stop_after` samples its weights' trajectory at this many points, as a study's runs do.
+TRAJECTORY_POINTS = 5
+
+
 def moving_squares(count=48, size=32, sources=2, seed=0):
     """Frames of a bright square drifting over a gradient, split into sources."""
     rng = np.random.default_rng(seed)
@@ -102,3 +106,39 @@ def folder_hash(path):
         key = str(item.relative_to(path))
         out[key] = hashlib.sha256(item.read_bytes()).hexdigest() if item.is_file() else None
     return out
+
+
+@pytest.fixture
+def stop_after(monkeypatch):
+    """Runs prednet-train's training process in this process; `stop_after[0] = k` stops the next run once its
+    k-th update is recorded, through the session's stop request (StopOnRequest), as SIGINT does. Every run
+    samples its weights' trajectory at TRAJECTORY_POINTS points, as a study's runs do."""
+    from prednet_keras.session import bookkeeping, training, worker
+    from prednet_keras.session.folder import RunFolder
+
+    stop = [None]
+
+    def launch(run_dir, runtime_config, quiet=False, resume=None, **_):
+        history = run_dir / "history.csv"
+        if resume is None:
+            folder = RunFolder(run_dir)
+            folder.update_manifest(study={"trajectory_points": TRAJECTORY_POINTS})
+
+        def should_stop():
+            return stop[0] is not None and history.is_file() and row_count(history) >= stop[0]
+
+        try:
+            training.train(run_dir, quiet=quiet, resume=resume, should_stop=should_stop)
+        except KeyboardInterrupt:
+            bookkeeping.mark_stopped(run_dir, "interrupted")
+            return worker.EXIT_INTERRUPTED
+        return 0
+
+    monkeypatch.setattr(worker, "launch", launch)
+    return stop
+
+
+def row_count(path):
+    """history.csv's rows (its lines less the header)."""
+    with open(path, encoding="utf-8") as handle:
+        return sum(1 for _ in handle) - 1

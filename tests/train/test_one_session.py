@@ -120,12 +120,15 @@ def test_every_protocol_trains_through_the_one_session(case, session_runs, tiny_
     assert any(line.startswith("Done: ") for line in lines), result.output
 
 
-def test_the_session_refuses_to_resume_a_protocol_without_checkpoints(tmp_path):
+def test_the_session_refuses_to_resume_a_protocol_without_checkpoints(tmp_path, monkeypatch):
+    from prednet_keras.model_kinds.user import UserModelKind
     from prednet_keras.session.folder import RunFolder
+    from prednet_keras.session.protocol import UpdateProtocol
 
     folder = RunFolder(tmp_path / "run")
     folder.path.mkdir()
-    # A user's model states that its runs cannot be continued (model_kinds.user).
+    # A kind that states its runs cannot be continued (every shipped kind can: a user's model stands in).
+    monkeypatch.setattr(UserModelKind, "session_protocol", UpdateProtocol(can_resume=False))
     folder.write_manifest({"options": {"model": "tiny.py:fn"}})
     before = folder.manifest_path.read_bytes()
     with pytest.raises(ValueError, match=r"^--resume is not available for --model tiny.py:fn: its protocol keeps "

@@ -114,7 +114,6 @@ def test_autoencoder_quick(tmp_path):
         (["--model", "autoencoder", "--size", "32x32"], "--size does not apply to --model autoencoder"),
         (["--model", "autoencoder", "--no-unroll"], "--unroll does not apply to --model autoencoder"),
         (["--model", "prednet-chainer", "--augment", "flip"], "--augment does not apply to --model prednet-chainer"),
-        (["--model", "tiny.py:fn", "--resume"], "tiny.py:fn: its protocol keeps no checkpoints"),
         (["--model", "prednet-chainer", "--stack-sizes", "3,4", "--size", "33x32"], "not divisible by 2**1"),
         (["--model", "prednet-chainer", "--heldout-data", "embedded"], "which is also the training data"),
         (["--model", "autoencoder", "--heldout-data", "embedded"], "--heldout-data does not apply"),
@@ -130,8 +129,12 @@ def test_bad_combinations_give_one_clear_line(tmp_path, args, expected):
     assert not folder.exists()
 
 
-def test_resume_of_a_run_without_checkpoints_is_refused(tmp_path):
-    # A user's model states that its runs cannot be continued (model_kinds.user).
+def test_resume_of_a_run_without_checkpoints_is_refused(tmp_path, monkeypatch):
+    from prednet_keras.model_kinds.user import UserModelKind
+    from prednet_keras.session.protocol import UpdateProtocol
+
+    # A kind that states its runs cannot be continued (every shipped kind can: a user's model stands in).
+    monkeypatch.setattr(UserModelKind, "session_protocol", UpdateProtocol(can_resume=False))
     folder = tmp_path / "run"
     folder.mkdir()
     manifest = {"format": "prednet-keras-run", "options": {"model": "tiny.py:fn"}}
@@ -140,6 +143,13 @@ def test_resume_of_a_run_without_checkpoints_is_refused(tmp_path):
     assert result.exit_code == 1
     assert result.output.startswith("Error:") and "its protocol keeps no checkpoints, so it cannot be resumed" in (
         result.output)
+    assert json.loads((folder / "manifest.json").read_text()) == manifest
+    # Named with --model, it is refused as the options are read, in one line.
+    result = CliRunner().invoke(train_main, ["--model", "tiny.py:fn", "--resume", "-o", str(folder)])
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and errors[0].startswith("Error: --resume is not available for --model "), result.output
+    assert "tiny.py:fn: its protocol keeps no checkpoints; start the run again" in errors[0]
     assert json.loads((folder / "manifest.json").read_text()) == manifest
 
 

@@ -1,13 +1,15 @@
 """Checkpoints and --resume of a protocol counted in updates (issue 38: one checkpoint/resume path for every
-protocol): prednet-chainer and the autoencoder, stopped after k of K updates through the session's stop request
-(as Ctrl-C stops them) and resumed, end bit-identical to an uninterrupted run; a resume with other options is
-refused in one line, the run folder unchanged.
+protocol): prednet-chainer, the autoencoder and a user's model (one with Dropout, and the shipped example),
+stopped after k of K updates through the session's stop request (as Ctrl-C stops them) and resumed, end
+bit-identical to an uninterrupted run; a resume with other options is refused in one line, the run folder
+unchanged.
 
 The training process is this one (its `worker.launch` replaced by a direct call of the session, with the
-worker's handling of a stop), so the tiny runs share one framework import.
+worker's handling of a stop: conftest's `stop_after`), so the tiny runs share one framework import.
 """
 
 import csv
+import importlib.util
 import hashlib
 import json
 
@@ -16,48 +18,15 @@ import pytest
 from click.testing import CliRunner
 
 from prednet_keras.cli.train import main as train_main
-from prednet_keras.session import bookkeeping, protocol_training, training, worker
+from prednet_keras.session import protocol_training, worker
 from prednet_keras.session.folder import RunFolder
-from tests.train.conftest import run_cli
+from tests.train.conftest import TRAJECTORY_POINTS, run_cli
 
 CHAINER = ["--model", "prednet-chainer", "--protocol", "quick", "--stack-sizes", "3,4", "--size", "32x32",
            "--period", "40", "--bprop", "4"]
 AUTOENCODER = ["--model", "autoencoder", "--autoencoder", "dense", "--protocol", "quick", "--images", "12"]
-TRAJECTORY_POINTS = 5
 # What differs between two runs of the same options: times, and the run folder's own path.
 VOLATILE_RESULT = ("train_seconds", "first_update_seconds", "initial_weights")
-
-
-@pytest.fixture
-def stop_after(monkeypatch):
-    """Runs prednet-train's training process in this process; `stop_after[0] = k` stops the next run once its
-    k-th update is recorded, through the session's stop request (StopOnRequest), as SIGINT does. Every run
-    samples its weights' trajectory at TRAJECTORY_POINTS points, as a study's runs do."""
-    stop = [None]
-
-    def launch(run_dir, runtime_config, quiet=False, resume=None, **_):
-        history = run_dir / "history.csv"
-        if resume is None:
-            folder = RunFolder(run_dir)
-            folder.update_manifest(study={"trajectory_points": TRAJECTORY_POINTS})
-
-        def should_stop():
-            return stop[0] is not None and history.is_file() and _row_count(history) >= stop[0]
-
-        try:
-            training.train(run_dir, quiet=quiet, resume=resume, should_stop=should_stop)
-        except KeyboardInterrupt:
-            bookkeeping.mark_stopped(run_dir, "interrupted")
-            return worker.EXIT_INTERRUPTED
-        return 0
-
-    monkeypatch.setattr(worker, "launch", launch)
-    return stop
-
-
-def _row_count(path):
-    with open(path, encoding="utf-8") as handle:
-        return sum(1 for _ in handle) - 1
 
 
 def _train(args, folder, *more):
@@ -117,6 +86,9 @@ def test_a_stopped_run_resumes_bit_identical_to_an_uninterrupted_one(case, stop_
     assert _outcome(parted) == _outcome(whole)
     manifest = json.loads((parted / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["resumes"][0]["after_update"] == 4
+    # The same code as the run's: the resume records it, and nothing about a change of code.
+    assert manifest["resumes"][0]["code"] == manifest["code"] and "code_changed" not in manifest["resumes"][0]
+    assert "package" not in resumed.output
     assert manifest["sessions"][-1]["start_update"] == 4
     # A complete run keeps no checkpoint (the study packs the same files as before).
     assert not (parted / "state.json").exists() and not (parted / "checkpoints").exists()
@@ -201,3 +173,107 @@ def test_a_checkpoint_or_history_changed_since_is_refused_before_anything_is_wri
     # The checks read: the manifest (and the folder's other files) are as they were.
     after = _folder_hashes(folder.path)
     assert after["manifest.json"] == before["manifest.json"] and sorted(after) == sorted(before)
+
+
+# A user's model that draws random numbers as it trains (Dropout), and the shipped example, on a few images.
+DROPOUT_MODEL = '''
+import keras
+import numpy as np
+
+from prednet_keras.model_kinds import UserModel
+
+
+def tiny():
+    data = np.random.default_rng(0)
+    x = data.normal(size=(40, 6)).astype("float32")
+    y = (x @ data.normal(size=(6, 1))).astype("float32")
+    inputs = keras.Input((6,), name="x")
+    hidden = keras.layers.Dense(16, activation="relu", name="hidden")(inputs)
+    hidden = keras.layers.Dropout(0.5, name="dropout")(hidden)
+    outputs = keras.layers.Dense(1, name="out")(hidden)
+    return UserModel(keras.Model(inputs, outputs), (x, y), loss="mse", batch_size=8, epochs=2)
+'''
+MNIST_CNN_MODEL = '''
+from prednet_keras.examples.mnist_cnn import small_cnn
+
+
+def tiny():
+    return small_cnn(train_images=60, val_images=16, batch_size=16, epochs=2)
+'''
+
+
+# Three trainings each (about 10 s on 2 cores): the fast loop keeps the first; the others are slow.
+@pytest.mark.parametrize(("case", "stop"), [("dropout", 3), pytest.param("dropout", 5, marks=pytest.mark.slow),
+                                            pytest.param("mnist_cnn", 6, marks=pytest.mark.slow)])
+def test_a_stopped_user_model_run_resumes_bit_identical_to_an_uninterrupted_one(case, stop, stop_after, tmp_path,
+                                                                                monkeypatch):
+    # Stopped inside the first epoch (3 of the dropout model's 5 updates per epoch), at the end of it (5), or
+    # inside the second (6 of the CNN's 4 per epoch): the continuation makes the same batches with the same
+    # dropout masks, so history.csv (seconds aside), the result and the final weights are the uninterrupted run's.
+    model_file = tmp_path / f"{case}_model.py"
+    model_file.write_text(DROPOUT_MODEL if case == "dropout" else MNIST_CNN_MODEL)
+    args = ["--model", f"{model_file}:tiny"]
+    whole, parted = tmp_path / "whole", tmp_path / "parted"
+    assert _train(args, whole).exit_code == 0
+    total = len(_rows(whole))
+    assert total == (10 if case == "dropout" else 8)
+
+    monkeypatch.setattr(protocol_training, "CHECKPOINT_SECONDS", 0)
+    stop_after[0] = stop
+    assert _train(args, parted).exit_code == worker.EXIT_INTERRUPTED
+    state = json.loads((parted / "state.json").read_text())
+    assert state["update"] == stop
+    # Dropout's generator is recorded beside the checkpoint; the CNN draws no random numbers.
+    assert len(state.get("random_generators", [])) == (1 if case == "dropout" else 0)
+
+    stop_after[0] = None
+    resumed = _train(args, parted, "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert f"Resuming after update {stop} of {total}." in resumed.output
+    assert _rows(parted) == _rows(whole)
+    assert _outcome(parted) == _outcome(whole)
+    manifest = json.loads((parted / "manifest.json").read_text())
+    assert manifest["resumes"][0]["after_update"] == stop
+
+
+@pytest.mark.slow
+def test_without_its_dropout_state_a_resumed_user_model_run_would_differ(stop_after, tmp_path, monkeypatch):
+    # The control of the test above: the random generator's state recorded beside the checkpoint is what the
+    # continuation's dropout masks come from. Set back to its start (the state a model has when it is made,
+    # which is all that the weights and optimizer of save_weights would leave), the continuation draws other
+    # masks, so other losses.
+    model_file = tmp_path / "dropout_model.py"
+    model_file.write_text(DROPOUT_MODEL)
+    args = ["--model", f"{model_file}:tiny"]
+    whole, parted = tmp_path / "whole", tmp_path / "parted"
+    assert _train(args, whole).exit_code == 0
+    monkeypatch.setattr(protocol_training, "CHECKPOINT_SECONDS", 0)
+    stop_after[0] = 3
+    assert _train(args, parted).exit_code == worker.EXIT_INTERRUPTED
+    stop_after[0] = None
+    state = json.loads((parted / "state.json").read_text())
+    (generator,) = state["random_generators"]
+    assert generator["state"][1] > 0  # its counter: it has drawn
+    generator["state"][1] = 0
+    (parted / "state.json").write_text(json.dumps(state))
+    assert _train(args, parted, "--resume").exit_code == 0
+    assert _rows(parted)[:3] == _rows(whole)[:3] and _rows(parted)[3:] != _rows(whole)[3:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_on_torch_a_user_model_with_random_layers_keeps_no_checkpoints_and_says_why(tmp_path):
+    # Keras' torch Dropout without a seed draws from torch's global generator, as Keras' fit does as each epoch
+    # starts and ends: no checkpoint could continue such a run as it would have gone on, so none is written
+    # and the run says so when it starts; stopped, it is removed as a run stopped before its first checkpoint.
+    model_file = tmp_path / "dropout_model.py"
+    model_file.write_text(DROPOUT_MODEL)
+    folder = tmp_path / "run"
+    stopped = run_cli("prednet_keras.cli.train", ["--model", f"{model_file}:tiny", "--backend", "torch", "--quiet",
+                                                  "-o", folder], env={"PREDNET_TEST_KILL_AT": "1:3:SIGINT"})
+    assert stopped.returncode == worker.EXIT_INTERRUPTED, stopped.stdout + stopped.stderr
+    assert ("(No checkpoints, so --resume cannot continue this run: on PyTorch, Keras' random layers (a Dropout "
+            "made without a seed) draw from PyTorch's global generator, which Keras' fit also draws from as each "
+            "epoch starts and ends, so no checkpoint holds where a continued run's random numbers would be. Train "
+            "it with --backend tensorflow or jax to have checkpoints.)") in stopped.stdout + stopped.stderr
+    assert not folder.exists()
