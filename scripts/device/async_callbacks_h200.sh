@@ -9,8 +9,8 @@
 #
 #   PREDNET_SOURCE_COMMIT=$(git rev-parse HEAD) PREDNET_SOURCE_DIRTY=0 bash scripts/device/async_callbacks_h200.sh OUT [BEFORE]
 #
-# BEFORE: a checkout's directory, or a commit of this repository's .git (default 6dcfd0d, main before the
-# change), unpacked with git archive. CONFIGS (space-separated PRECISION:BATCH, default "float32:4 float32:16
+# BEFORE: a checkout's directory, or a commit of this repository's .git (default eaead9d, the main this
+# change sits on), unpacked with git archive. CONFIGS (space-separated PRECISION:BATCH, default "float32:4 float32:16
 # mixed_bfloat16:16"), ROUNDS (default 2), STEPS (default 100), WARMUP (default 5), BENCH_CAP_S (default 120,
 # one benchmark's limit). About 16 minutes with the defaults (each process compiles its step). For a smoke test
 # elsewhere: DEVICE=cpu BENCH_EXTRA="--stack-sizes 3,4,8 --size 16x16 --nt 4". Writes into OUT: summary.txt (the
@@ -19,7 +19,7 @@
 set -u
 source "$(dirname "$0")/require_commit.sh"
 dest=${1:?usage: bash scripts/device/async_callbacks_h200.sh OUT [BEFORE]}
-before=${2:-6dcfd0d}
+before=${2:-eaead9d}
 work=${ASYNC_WORK:-/tmp/async-callbacks}
 rm -rf "$work"; mkdir -p "$work/logs" "$work/json" "$dest"
 pack() {
