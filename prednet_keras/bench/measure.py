@@ -186,7 +186,8 @@ def _fit_loop(model, x, y):
     """A runner loop through `model.fit`, read as prednet-train reads it.
 
     Fit moves the next batch to the device while a step runs, and the losses
-    are read by session.callbacks.StepLosses, as prednet-train's run recorder reads them.
+    are read by session.callbacks.StepLosses, as prednet-train's run recorder reads them: async-safe where
+    it is (JAX), before each step in fit's thread, Keras converting the logs in its thread pool.
     """
     import keras
 
@@ -195,14 +196,26 @@ def _fit_loop(model, x, y):
     losses = StepLosses(model)
 
     class _StepDone(keras.callbacks.Callback):
+        async_safe = losses.async_safe
+
         def __init__(self, count, on_step):
             super().__init__()
             self.count = count
             self.on_step = on_step
             self.done = 0
 
+        def on_train_batch_begin(self, batch, logs=None):
+            if self.async_safe:
+                self._read(losses.begin(batch))
+
         def on_train_batch_end(self, batch, logs=None):
-            for _ in losses.add(batch, logs):
+            if self.async_safe:
+                losses.arrive(batch, logs)
+            else:
+                self._read(losses.add(batch, logs))
+
+        def _read(self, read):
+            for _ in read:
                 if self.done < self.count:
                     self.done += 1
                     self.on_step()
@@ -211,10 +224,14 @@ def _fit_loop(model, x, y):
         while True:
             yield x, y
 
+    # Steps dispatched after a step before its loss is read in a callback: `lag`, and one more where
+    # the loss is read before the next step rather than after the step.
+    unread = losses.lag + (1 if losses.async_safe else 0)
+
     def run(count, on_step):
         # Every time is taken in a step's callback, never at the end of fit,
         # which also copies the trained state back to the model.
-        model.fit(batches(), steps_per_epoch=count + losses.lag, epochs=1, shuffle=False, verbose=0,
+        model.fit(batches(), steps_per_epoch=count + unread, epochs=1, shuffle=False, verbose=0,
                   callbacks=[_StepDone(count, on_step)])
 
     return run

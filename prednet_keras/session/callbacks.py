@@ -4,7 +4,9 @@
 Lotter's recipe, under Keras' fit: `RunRecorder` (history rows, a checkpoint every completed epoch, the best
 model kept), `StopOnRequest`, `FirstCallAnnouncer` and `ProgressLogger` (the progress lines of `display`,
 per epoch), and what they use: `StepLosses` (reading losses without stalling the device), `export_best`,
-and the PREDNET_TEST_KILL_AT test hook.
+and the PREDNET_TEST_KILL_AT test hook. On JAX all four are `async_safe`, so that Keras converts each
+batch's logs in its thread pool while fit dispatches the next step (`StepLosses` says how the rows stay in
+order); elsewhere the recorder is not, and Keras calls them all in fit's thread, as it always did.
 
 A protocol counted in updates (`protocol_training`; its loop calls `on_train_begin` and
 `on_train_batch_end` with each update's record as the logs): `UpdateRows` (history.csv),
@@ -16,6 +18,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 
 import keras
@@ -47,9 +50,14 @@ class RunRecorder(keras.callbacks.Callback):
     re-exports model.keras from the checkpoint (then the same weights).
 
     Step rows are written as `StepLosses` reads the losses: where steps run
-    asynchronously, once the next step has been dispatched (so a non-finite
-    loss stops training one step later); the rows of an epoch are all written
-    before its end-of-epoch work.
+    asynchronously, once the next step has been dispatched; the rows of an
+    epoch are all written before its end-of-epoch work. On JAX (without a
+    trajectory) the recorder is `async_safe`: Keras converts the logs in its
+    thread pool and the rows are written in fit's thread, in order, before
+    each step (`StepLosses.begin`), so a non-finite loss at step N stops
+    training after step N+2 (fit checks `stop_training` only after a step);
+    elsewhere, the rows written in `on_train_batch_end`, after step N+1 where
+    steps run asynchronously (torch on a GPU), after step N where not.
 
     Args:
         folder: the RunFolder.
@@ -83,19 +91,26 @@ class RunRecorder(keras.callbacks.Callback):
         self._epoch = 0
         self._epoch_start = time.perf_counter()
         self._kill_at = _parse_kill_at(os.environ.get(KILL_AT_ENV))
-        self._losses = None
+        # The trajectory needs each step's weights, in fit's thread: it reads every step at once.
+        # export_model holds the trained layers' variables (where they are decides the lag).
+        self._losses = StepLosses(export_model, lag=0 if trajectory is not None else None)
+        self.async_safe = self._losses.async_safe
         self.last_step = None
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
         self._epoch_start = time.perf_counter()
 
-    def on_train_begin(self, logs=None):
-        # The trajectory needs each step's weights: it reads every step at once.
-        self._losses = StepLosses(self.model, lag=0 if self.trajectory is not None else None)
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.async_safe:
+            self._write_steps(self._losses.begin((self._epoch + 1, batch + 1)))
 
     def on_train_batch_end(self, batch, logs=None):
-        self._write_steps(self._losses.add((self._epoch + 1, batch + 1), logs))
+        # Async-safe: from Keras' thread pool, in any order; nothing here but handing the loss over.
+        if self.async_safe:
+            self._losses.arrive((self._epoch + 1, batch + 1), logs)
+        else:
+            self._write_steps(self._losses.add((self._epoch + 1, batch + 1), logs))
 
     def _write_steps(self, losses):
         for (epoch, step), loss in losses:
@@ -289,9 +304,16 @@ class StopOnRequest(keras.callbacks.Callback):
     main thread is, which can be a finalizer, where Python prints it and
     drops it; the request the handler also recorded stops training here.
 
+    Async-safe: where Keras calls `on_train_batch_end` in its thread pool, the interrupt raised there
+    reaches fit at its next dispatch or at the epoch's end, before any epoch work; the check before the
+    next step, in fit's thread, stops it there first. Either way no step is dispatched once fit's thread
+    has seen the request, and an epoch whose last step saw it is not recorded.
+
     Args:
         should_stop: a function returning True once a stop was asked for.
     """
+
+    async_safe = True
 
     def __init__(self, should_stop):
         super().__init__()
@@ -308,24 +330,40 @@ class FirstCallAnnouncer(keras.callbacks.Callback):
     """Says when the first training and validation steps, which compile, start and end
     (`display.FirstStep`: a log, a pipe or nohup would otherwise show a process that looks hung).
 
+    Async-safe: where Keras calls `on_train_batch_end` in its thread pool, the first of those calls to
+    come says that the first step is done (its logs have been read, so it is); the validation's first line
+    waits for it, so the two come in their order.
+
     Args:
         bar: a progress bar is being drawn (the validation's line then
             starts on a new line, below the bar).
     """
+
+    async_safe = True
 
     def __init__(self, bar=False):
         super().__init__()
         self.lead = "\n" if bar else ""
         self.training = FirstStep("training step", "training step", "first step")
         self.validation = FirstStep("validation step", "validation", "first validation")
+        self._training_step_dispatched = False
+        self._training_step_ended = threading.Event()
+        self._once = threading.Lock()
 
     def on_train_begin(self, logs=None):
         self.training.begin()
 
+    def on_train_batch_begin(self, batch, logs=None):
+        self._training_step_dispatched = True
+
     def on_train_batch_end(self, batch, logs=None):
-        self.training.end()
+        with self._once:
+            self.training.end()
+        self._training_step_ended.set()
 
     def on_test_begin(self, logs=None):
+        if self._training_step_dispatched:
+            self._training_step_ended.wait()
         self.validation.begin(self.lead)
 
     def on_test_end(self, logs=None):
@@ -361,9 +399,9 @@ class ProgressLogger(keras.callbacks.Callback):
             print(f"Epoch {epoch + 1}/{self.epochs} (lr {lr:g})", flush=True)
             self.bar = keras.utils.Progbar(self.steps_per_epoch, stateful_metrics=["loss", "val_loss"])
 
-    def on_train_batch_end(self, batch, logs=None):
-        # The recorder's last written step: reading this step's loss here would
-        # make the host wait for the device after every step.
+    def on_train_batch_begin(self, batch, logs=None):
+        # The recorder's last written step (before the next step, in fit's thread, where the recorder
+        # writes when async-safe): reading a step's loss here would make the host wait for the device.
         last = self.recorder.last_step
         if self.bar is not None and last is not None and last[0] == self._epoch + 1:
             self.bar.update(last[1], [("loss", last[2])])
@@ -419,20 +457,48 @@ class StepLosses:
     read only once the next step has been dispatched, so the device always has
     a step queued; elsewhere at once.
 
+    Keras' fit converts a batch's logs to floats (a wait for the step) before any callback sees them: in
+    fit's own thread, unless every callback with `on_train_batch_end` is `async_safe`; then in a pool of
+    threads, batches in any order, while fit dispatches the next step. A callback that is `async_safe` where
+    this is (JAX: its steps run asynchronously and their outputs outlive the next step) hands each batch's
+    logs over with `arrive` from wherever Keras calls it, and reads in fit's thread with `begin` (before
+    each step, the steps before it but `lag`, in dispatch order, waiting for any not yet arrived) and
+    `flush`. Elsewhere `add`, in `on_train_batch_end`, does both.
+
     Args:
-        model: the model being trained (decides the lag).
+        model: the model being trained (decides the lag and `async_safe`).
         lag: steps left unread; None: 1 where steps run asynchronously, else 0.
     """
 
     def __init__(self, model, lag=None):
         self.lag = (1 if dispatches_asynchronously(model) else 0) if lag is None else lag
-        self._pending = []
+        # Torch's outputs are copied before the next step may overwrite them (Inductor's CUDA graphs), which
+        # a pool thread, converting them after that step was dispatched, would not do.
+        backend = backends.find(keras.backend.backend())
+        self.async_safe = self.lag > 0 and backend is not None and backend.keep_step_output is None
+        self._dispatched = []  # keys of the steps not yet read, in the order fit dispatched them
+        self._arrived = {}  # key: loss, as the logs brought it
+        self._arrival = threading.Condition()
 
     def add(self, key, logs):
         """Queues a finished call's loss under `key`; returns [(key, loss)] for the steps now read."""
-        logs = logs or {}
-        self._pending.append((key, _kept(logs.get("batch_loss", logs.get("loss", math.nan)))))
+        self._dispatched.append(key)
+        self.arrive(key, logs)
         return self._read(keep=self.lag)
+
+    def begin(self, key):
+        """In fit's thread, before step `key` is dispatched: [(key, loss)] of the earlier steps now read."""
+        read = self._read(keep=self.lag)
+        self._dispatched.append(key)
+        return read
+
+    def arrive(self, key, logs):
+        """Keeps step `key`'s loss from its logs, from any thread, in any order (`begin`)."""
+        logs = logs or {}
+        loss = _kept(logs.get("batch_loss", logs.get("loss", math.nan)))
+        with self._arrival:
+            self._arrived[key] = loss
+            self._arrival.notify_all()
 
     def flush(self):
         """Reads every queued step: [(key, loss)]."""
@@ -440,8 +506,11 @@ class StepLosses:
 
     def _read(self, keep):
         out = []
-        while len(self._pending) > keep:
-            key, loss = self._pending.pop(0)
+        while len(self._dispatched) > keep:
+            key = self._dispatched.pop(0)
+            with self._arrival:
+                self._arrival.wait_for(lambda key=key: key in self._arrived)
+                loss = self._arrived.pop(key)
             out.append((key, float(loss)))
         return out
 
