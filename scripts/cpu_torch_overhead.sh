@@ -6,6 +6,7 @@
 #
 #   bash scripts/cpu_torch_overhead.sh OUT_DIR BEFORE_CHECKOUT AFTER_CHECKOUT
 #
+# BACKEND (default torch) names another Keras backend (BACKEND=jax: the async-safe callbacks' comparison).
 # CONFIGS (space-separated, each STACK_SIZES:HxW:NT:BATCH) default to a tiny model and Lotter's KITTI layers
 # on 16x16 frames. Writes OUT_DIR/<config>-<before|after>-r<round>.json (one prednet-bench --json each),
 # OUT_DIR/log.txt, then OUT_DIR/torch-overhead.json (every result, with its "code" and "round") and prints
@@ -15,6 +16,7 @@ out=${1:?usage: cpu_torch_overhead.sh OUT_DIR BEFORE_CHECKOUT AFTER_CHECKOUT}
 before=${2:?usage: cpu_torch_overhead.sh OUT_DIR BEFORE_CHECKOUT AFTER_CHECKOUT}
 after=${3:?usage: cpu_torch_overhead.sh OUT_DIR BEFORE_CHECKOUT AFTER_CHECKOUT}
 threads=${THREADS:-1}
+backend=${BACKEND:-torch}
 rounds=${ROUNDS:-3}
 steps=${STEPS:-100}
 warmup=${WARMUP:-5}
@@ -29,7 +31,7 @@ for config in ${CONFIGS:-3,4,8:16x16:4:2 3,48,96,192:16x16:10:4}; do
       code=$before; [ "$side" = after ] && code=$after
       json="$out/$name-$side-r$round.json"
       echo "$(date -u +%H:%M:%S) $name round $round: $side ($code)" | tee -a "$out/log.txt"
-      PYTHONPATH="$code" "$python" -m prednet_keras.cli.bench --backend torch --device cpu --threads "$threads" \
+      PYTHONPATH="$code" "$python" -m prednet_keras.cli.bench --backend "$backend" --device cpu --threads "$threads" \
         --mode train --stack-sizes "$stack" --size "$size" --nt "$nt" --batch-size "$batch" --steps "$steps" \
         --warmup "$warmup" -q --json "$json" --overwrite >> "$out/log.txt" 2>&1 \
         || echo "  exit $? (left out)" | tee -a "$out/log.txt"

@@ -214,6 +214,10 @@ def _fit_loop(model, x, y):
             else:
                 self._read(losses.add(batch, logs))
 
+        def on_train_end(self, logs=None):
+            # The steps run only to read the last timed one: read here, so a later fit starts afresh.
+            self._read(losses.flush())
+
         def _read(self, read):
             for _ in read:
                 if self.done < self.count:
