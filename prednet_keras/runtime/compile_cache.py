@@ -100,9 +100,10 @@ def wait_at_gate(say=None, poll_seconds=0.1):
 # compiles code for each graph (Inductor; its FX graph and AOT autograd caches keep that by a key of the graph,
 # the inputs' shapes and the versions). Measured on a shared 2-core machine (a 3-layer PredNet at 16x16, nt 4,
 # prednet-train; docs/benchmarks/cpu2-inductor-cache-2026-12-06/): a first step of 320 s with an empty cache, 58 s
-# with the cache the first process left; the rest is tracing. Inductor's own default folder is /tmp/torchinductor_USER, gone after a reboot; a
-# compiled torch process here gets a folder in the package's cache instead (Keras' convention, as the downloads),
-# unless the user's environment names one. The folder is in the run's recorded environment.
+# with the cache the first process left; the rest is tracing. Inductor's own default folder is
+# /tmp/torchinductor_USER, gone after a reboot; a compiled torch process here gets a folder in the package's cache
+# instead (Keras' convention, as the downloads), unless the user's environment names one. The folder is in the
+# run's recorded environment.
 INDUCTOR_DIR_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
 

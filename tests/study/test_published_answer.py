@@ -211,27 +211,28 @@ def facts():
     out["autoencoder tf32"] = f"by up to {g2(largest['tf32'])} from"
     out["autoencoder plain"] = f"within {g2(largest['plain'])}"
 
-    # The pre-registered device study, in progress: its seeds and the runs done (test_device_study.py checks
-    # the rest of what its README says).
-    from prednet_keras.study.spec import load_spec
-
-    device = STUDIES / "device"
-    planned = load_spec(device / "spec.toml", check_paths=False).seeds  # its frames are made, not committed
-    with tarfile.open(device / "runs.tar.xz") as tar:
-        runs = [m.name for m in tar.getmembers() if m.name.endswith("/manifest.json")]
-    done = {int(name.split("/seed-")[1][:4]) for name in runs}
-    out["device progress"] = f"{len(done)} of its {len(planned)} fresh seeds are done, {len(runs)} runs"
-    out["device seeds"] = f"{len(planned)} fresh seeds ({planned[0]}-{planned[-1]}) planned; {len(done)} done"
-    # Its secondary part at full size: planned before its first run (no runs.tar.xz until a portion is in).
-    full = STUDIES / "device-full"
-    planned = load_spec(full / "spec.toml", check_paths=False).seeds
-    done = set()
-    if (full / "runs.tar.xz").is_file():
-        with tarfile.open(full / "runs.tar.xz") as tar:
-            done = {int(m.name.split("/seed-")[1][:4]) for m in tar.getmembers() if m.name.endswith("/manifest.json")}
-    out["device-full seeds"] = f"{len(planned)} fresh seeds ({planned[0]}-{planned[-1]}) planned; {len(done)} done"
+    # The pre-registered device study, in progress, and its secondary part at full size (no runs.tar.xz until
+    # its first portion is in): their seeds and the runs done (test_device_study.py checks the rest of what the
+    # device study's README says).
+    for name in ("device", "device-full"):
+        planned, runs = _planned_seeds_and_runs(STUDIES / name)
+        done = {int(run.split("/seed-")[1][:4]) for run in runs}
+        out[f"{name} seeds"] = f"{len(planned)} fresh seeds ({planned[0]}-{planned[-1]}) planned; {len(done)} done"
+        if name == "device":
+            out["device progress"] = f"{len(done)} of its {len(planned)} fresh seeds are done, {len(runs)} runs"
     return out
 
+
+def _planned_seeds_and_runs(study):
+    """A study folder's planned seeds (its spec; its frames are made, not committed) and the names of the runs
+    packed in its runs.tar.xz (none before it exists)."""
+    from prednet_keras.study.spec import load_spec
+
+    planned = load_spec(study / "spec.toml", check_paths=False).seeds
+    if not (study / "runs.tar.xz").is_file():
+        return planned, []
+    with tarfile.open(study / "runs.tar.xz") as tar:
+        return planned, [m.name for m in tar.getmembers() if m.name.endswith("/manifest.json")]
 
 def _section(text, start, end):
     begin = text.index(start)
