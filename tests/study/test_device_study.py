@@ -41,16 +41,16 @@ def test_every_kept_seed_has_all_its_planned_runs_complete_and_its_pairs():
     manifests = _manifests()
     planned = load_spec(STUDY / "spec.toml", check_paths=False).planned_runs()
     seeds = sorted({int(key.split("/seed-")[1][:4]) for key in manifests})
-    assert seeds == list(range(100, 132))
+    assert seeds == list(range(100, 135))
     expected = {run.key for run in planned if run.seed in seeds}
-    assert set(manifests) == expected and len(expected) == 570
+    assert set(manifests) == expected and len(expected) == 621
     # Clean committed code, or code the plan knows by its package checksum (portion 5: see the deviations).
     known = dict(load_plan(STUDY / "confirmatory-plan.toml").code_checksums)
     assert all(m["status"] == "complete" and (m["code"]["dirty"] is False or m["code"]["package_sha256"] in known)
                for m in manifests.values())
     assert sum(m["code"]["dirty"] is not False for m in manifests.values()) == 42
     assert all(pairs_file(STUDY, seed).is_file() for seed in seeds)
-    assert f"{len(expected)} runs of seeds 100-131" in README
+    assert f"{len(expected)} runs of seeds 100-134" in README
     assert f"{len(expected)} runs on an H100" in ROOT_README
 
 
