@@ -540,7 +540,7 @@ def test_the_device_studys_plan_file_says_what_the_preregistration_plans():
     assert (plan.noise_floor, plan.noise_multiple, plan.noise_hypotheses) == ("one-ulp", 3.0, ("H1", "H2", "H3"))
     assert plan.require_provenance is True
     # The deviations known so far, dated, as docs/study/device/README.md tells them.
-    assert len(plan.deviations) == 7 and all(d.startswith(("2026-12-05", "2026-12-06")) for d in plan.deviations)
+    assert len(plan.deviations) == 8 and all(d.startswith(("2026-12-05", "2026-12-06")) for d in plan.deviations)
     assert "Amendment 1" in plan.deviations[0] and "Amendment 1, step 2" in plan.deviations[3]
     # Amendment 1's step 2 (2026-12-06): the reference with autotuning off. The one code checksum is
     # recomputed from git by tests/study/test_device_study.py.
