@@ -43,8 +43,8 @@ def holm(value):
 
 
 @functools.lru_cache(maxsize=None)
-def analysis():
-    plan = load_plan(STUDY / "confirmatory-plan.toml")
+def analysis(plan_file="confirmatory-plan.toml"):
+    plan = load_plan(STUDY / plan_file)
     values, runs = read_values([STUDY], plan)
     return plan, analyse(plan, values), runs
 
@@ -122,6 +122,31 @@ def facts():
     out.append(f"{len(seeds)} fresh seeds ({seeds[0]}-{seeds[-1]}), {len(manifests)} runs")
     # The retraction study's code-path effect, for comparison (JAX on the GPU, 30 seeds).
     out.append(f"there {_retraction_code_path_percent()} with JAX on the GPU")
+    return out + _exploratory_facts()
+
+
+def _exploratory_facts():
+    """The exploratory contrasts (exploratory-plan.toml, read after the confirmatory analysis)."""
+    plan, result, _ = analysis("exploratory-plan.toml")
+    names = [h.name for h in plan.hypotheses]
+    out = [f"Holm over their own {len(names) * len(plan.metrics)}", f"rows {names[0]}-{names[-1]}"]
+    verdicts = {}
+    for name in names:
+        both = [_contrast(result, name, metric) for metric in plan.metrics]
+        out.append(f"{percent(both[0]['mean_percent'])} {percent_interval(both[0]['t_interval_percent'])}")
+        out.append(f"{percent(both[1]['mean_percent'])} {percent_interval(both[1]['t_interval_percent'])}")
+        verdicts[name] = {c["verdict"] for c in both}
+    assert all(verdicts[n] == {"no effect larger than 5%"} for n in ("E1", "E2", "E3", "E4", "E5", "E9"))
+    assert all(verdicts[n] == {"effect"} for n in ("E6", "E7", "E8"))
+    assert verdicts["E10"] == {"inconclusive"}
+    e10 = [_contrast(result, "E10", metric)["seeds_needed"] for metric in plan.metrics]
+    out.append(f"TOST would need {e10[0]} seeds ({e10[1]} held out)")
+    larger = {"E2 paper": _one_ulp(_contrast(result, "E2", plan.metrics[0])),
+              "E4 paper": _one_ulp(_contrast(result, "E4", plan.metrics[0])),
+              "E4 held": _one_ulp(_contrast(result, "E4", plan.metrics[1]))}
+    assert {n["outcome"] for n in larger.values()} == {"larger than the one-ulp noise"}
+    out.append(f"G {multiple(larger['E2 paper'])} for E2")
+    out.append(f"{multiple(larger['E4 paper'])} and {multiple(larger['E4 held'])} for E4")
     return out
 
 
@@ -153,9 +178,11 @@ TEXTS = {
 }
 
 
-def test_the_committed_report_is_the_plans_analysis_of_the_committed_runs():
-    _, result, runs = analysis()
-    committed = json.loads((STUDY / "confirmatory" / "confirmatory.json").read_text())
+@pytest.mark.parametrize("plan_file, folder", [("confirmatory-plan.toml", "confirmatory"),
+                                               ("exploratory-plan.toml", "exploratory")])
+def test_the_committed_report_is_the_plans_analysis_of_the_committed_runs(plan_file, folder):
+    _, result, runs = analysis(plan_file)
+    committed = json.loads((STUDY / folder / "confirmatory.json").read_text())
     assert runs["used"] == committed["runs"]["used"] and not runs["left_out"]
     for mine, theirs in zip(result["contrasts"], committed["contrasts"], strict=True):
         for key in ("hypothesis", "metric", "n", "mean", "holm_p", "tost_holm_p", "verdict"):
