@@ -17,16 +17,20 @@ def test_the_spec_plans_the_readme_s_runs():
     spec = load_spec(FULL / "spec.toml", check_paths=False)
     assert spec.seeds == list(range(100, 130))
     runs = spec.planned_runs()
-    assert f"{len(runs)} runs in all" in README and len(runs) == 186
+    assert f"{len(runs)} runs in all" in README and len(runs) == 154
+    assert f"{len(runs)} runs instead of 186" in load_plan(FULL / "confirmatory-plan.toml").deviations[0]
     arms = {run.key.split("/")[0] for run in runs}
-    assert arms == {"jax-gpu-repeatable", "jax-gpu-nondeterministic", "jax-gpu-repeatable-tf32",
-                    "jax-gpu-repeatable-cpu-path"}
+    assert arms == {"jax-gpu-tf32", "jax-gpu", "jax-gpu-tf32-cpu-path"}
     assert all(f"`{arm}`" in README for arm in arms)
-    # Every arm JAX on the GPU, float32; the deterministic ones with XLA's fixed algorithms.
+    # Amendment 1: every arm JAX on the GPU, float32, deterministic ops with XLA's autotuning (its default).
     for configuration in spec.configurations:
         runtime = configuration.runtime
         assert (runtime["backend"], runtime["device"], runtime["precision"]) == ("jax", "gpu", "float32")
-        assert (runtime["autotune"] is False) == runtime["deterministic"], configuration.name  # None: XLA's default
+        assert runtime["deterministic"] is True and runtime["autotune"] is None, configuration.name
+    # TF32 off does not repeat with autotuning: every seed of it runs twice; the others' seeds 100 and 101 only.
+    twice = {run.key.split("/")[0] for run in runs if run.key.endswith("-r2")}
+    assert sum(run.key.startswith("jax-gpu/") and run.key.endswith("-r2") for run in runs) == 30
+    assert twice == arms
     assert spec.train["protocol"] == "paper" and spec.train["size"] == [120, 160]
 
 
@@ -39,7 +43,9 @@ def test_the_analysis_plan_names_arms_the_spec_runs():
             assert arm.split("/")[0] in names, arm
     assert [h.name for h in plan.hypotheses] == ["H3-full", "H4-full"]
     assert plan.family_size == 4 and plan.noise_floor == "one-ulp" and plan.require_provenance
-    assert not plan.deviations  # none yet: no run exists
+    # Amendment 1, written before any run was kept.
+    assert len(plan.deviations) == 1 and plan.deviations[0].startswith("2026-12-06, Amendment 1")
+    assert not (FULL / "runs.tar.xz").exists()
 
 
 def test_the_script_checks_the_held_out_frames_the_readme_names():
