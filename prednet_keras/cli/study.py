@@ -383,8 +383,9 @@ Example:
               help="The plan (TOML): hypotheses, metrics, smallest effect, alpha, noise floors and rule, deviations "
               "(docs/study/device/confirmatory-plan.toml shows every key).")
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
-              help="Folder for confirmatory.json, confirmatory.md and confirmatory.png.")
-@click.option("--no-plot", is_flag=True, help="Skip confirmatory.png.")
+              help="Folder for confirmatory.json, confirmatory.md and confirmatory.png (and, with pairs, "
+              "confirmatory-weights.png).")
+@click.option("--no-plot", is_flag=True, help="Skip the PNGs.")
 @click.option("--overwrite", is_flag=True, help="Replace an earlier analysis in the output folder.")
 @fail_on_user_errors
 def confirm(sources, plan_path, output, no_plot, overwrite):
@@ -394,7 +395,9 @@ def confirm(sources, plan_path, output, no_plot, overwrite):
     Per hypothesis and metric, on the seeds complete in both arms: the per-seed log-ratio of the arm to its
     reference, its mean with t and bootstrap intervals, the paired t-test (Wilcoxon beside it), TOST at the
     smallest effect of interest, Holm over the family for each, the verdict in the plan's words; the noise
-    floors and the noise rule; the deviations the plan declares.
+    floors and the noise rule; the deviations the plan declares. Where a study folder has pairs/ (prednet-study
+    pairs), the secondary measures of each contrast and floor beside, reported, not tested: held-out
+    prediction disagreement, weight distance over training, the first update whose loss differs.
     """
     from prednet_keras.study.report.confirmatory_report import summary_lines, write_confirmatory
 

@@ -8,6 +8,12 @@ run's `Run.metric`, its arm `configuration/rN` or `configuration/ulp`), runs con
 and writes OUT/confirmatory.json (every number), OUT/confirmatory.md (the tables) and
 OUT/confirmatory.png (the per-seed log-ratios the tests use).
 
+Where a source is a study folder with a pairs/ folder (`prednet-study pairs`, report.seed_pairs), the
+pre-registration's secondary measures of each contrast and floor are reported beside, not tested
+(`read_pair_measures`, stats.pair_measures): held-out prediction disagreement, weight distance over
+training (OUT/confirmatory-weights.png) and the first update whose loss differs; confirmatory.json holds
+them under "pair_measures" (null without pairs, and confirmatory.md says so in one line).
+
 A run that did not complete is left out and listed (a seed without its run in an arm leaves the contrasts
 of that arm); an arm the plan names and the records lack, a run without a finite value of a planned metric
 (NaN or inf: a failed run, never a value) or two runs of one arm and seed are refused; with the plan's
@@ -22,16 +28,19 @@ from pathlib import Path
 from prednet_keras.files.diskwrite import atomic_write, atomic_write_json
 from prednet_keras.study import archive
 from prednet_keras.study.stats.confirmatory import PlanError, analyse, plan_from_dict
-from prednet_keras.study.report import code_used, output_folder
+from prednet_keras.study.stats.pair_measures import summarise_pairs
+from prednet_keras.study.report import code_used, output_folder, seed_pairs
 from prednet_keras.study.report.wording import interval, number, p_value
 from prednet_keras.study.report.run_records import find_run_folders, load_run
 
-__all__ = ["CONFIRMATORY_JSON", "CONFIRMATORY_MD", "CONFIRMATORY_PNG", "load_plan", "read_values",
-           "render_markdown", "summary_lines", "write_confirmatory"]
+__all__ = ["CONFIRMATORY_JSON", "CONFIRMATORY_MD", "CONFIRMATORY_PNG", "CONFIRMATORY_WEIGHTS_PNG", "load_plan",
+           "pair_measures_lines", "read_pair_measures", "read_values", "render_markdown", "summary_lines",
+           "write_confirmatory"]
 
 CONFIRMATORY_JSON = "confirmatory.json"
 CONFIRMATORY_MD = "confirmatory.md"
 CONFIRMATORY_PNG = "confirmatory.png"
+CONFIRMATORY_WEIGHTS_PNG = "confirmatory-weights.png"
 
 
 def load_plan(path):
@@ -122,6 +131,51 @@ def read_values(sources, plan):
         raise ValueError(f"the plan names arm(s) {', '.join(missing)}, which the records do not have (they have "
                          f"{', '.join(sorted(arms_found)) or 'no complete run of a study'}).")
     return values, {"found": found, "used": len(where_of), "left_out": left_out, "code": code_used(used)}
+
+
+def _run_key(arm, seed):
+    """The key of an arm's run of `seed` (spec.PlannedRun.key): "jax-cpu/r1", 110 -> "jax-cpu/seed-0110-r1"."""
+    configuration, _, tail = arm.rpartition("/")
+    return f"{configuration}/seed-{seed:04d}-{tail}"
+
+
+def read_pair_measures(sources, plan):
+    """The secondary measures of each contrast and floor of the plan, from the pairs/ folders of `sources`.
+
+    Args:
+        sources: the sources of the analysis; those that are folders holding a pairs/ folder are read.
+        plan: the ConfirmatoryPlan.
+
+    Returns:
+        None where no source has a pairs/ folder; else {"folders", "seeds" (with a pairs file), "floor" (the
+        noise rule's floor, which the report sets each contrast beside), "contrasts": [{"name", "kind"
+        ("hypothesis" or "floor"), "arm", "reference", **stats.pair_measures.summarise_pairs}]}.
+
+    Raises:
+        PairsError: an unreadable pairs file, a pair with numbers that are not finite, a seed in two folders;
+            the message names the file or folder.
+    """
+    folders = [Path(s) / seed_pairs.FOLDER for s in sources if (Path(s) / seed_pairs.FOLDER).is_dir()]
+    if not folders:
+        return None
+    records, where = {}, {}
+    for folder in folders:
+        for seed, record in seed_pairs.read_pairs_folder(folder).items():
+            if seed in records:
+                raise seed_pairs.PairsError(f"{folder}: seed {seed}'s pairs are in {where[seed]} too.")
+            records[seed], where[seed] = record, folder
+    by_runs = {seed: {frozenset((p["a"], p["b"])): p for p in record["pairs"]} for seed, record in records.items()}
+    contrasts = []
+    for kind, item in [("hypothesis", h) for h in plan.hypotheses] + [("floor", f) for f in plan.floors]:
+        pairs = {seed: found for seed, pairs in by_runs.items()
+                 if (found := pairs.get(frozenset((_run_key(item.arm, seed), _run_key(item.reference, seed)))))}
+        try:
+            summary = summarise_pairs(pairs)
+        except ValueError as error:
+            raise seed_pairs.PairsError(f"{', '.join(map(str, folders))}: {item.name}: {error}") from None
+        contrasts.append({"name": item.name, "kind": kind, "arm": item.arm, "reference": item.reference, **summary})
+    return {"folders": [str(f) for f in folders], "seeds": len(records), "floor": plan.noise_floor,
+            "contrasts": contrasts}
 
 
 def _check_provenance(run, where, code_checksums):
@@ -259,6 +313,7 @@ def render_markdown(result):
         lines += _contrast_table(result, metric, "primary" if number_ == 0 else "co-primary")
     if result["floors"]:
         lines += _noise_tables(result)
+    lines += pair_measures_lines(result.get("pair_measures"), result.get("weights_plot"))
     lines += ["## Code", "", "The code the used runs were trained with (each run's manifest, `code`)"
               + (", required to be committed and unchanged by the plan." if plan.get("require_provenance") else ".")
               + "", "", "| commit | uncommitted changes | runs |", "| --- | --- | --- |"]
@@ -268,6 +323,77 @@ def render_markdown(result):
     lines += ["## Deviations from the plan", ""] + ([f"- {d}" for d in result["deviations"]] or ["None declared."])
     lines += [""] + _left_out_lines(result, runs)
     return "\n".join(lines)
+
+
+def _spread_cell(summary, digits=3):
+    if not summary or "median" not in summary:
+        return "n/a"
+    return f"{number(summary['median'], digits)} [{number(summary['min'], digits)}, {number(summary['max'], digits)}]"
+
+
+def _times_floor(value, floor_value):
+    """A contrast's median as a multiple of the floor's: a description, "n/a" where the floor's is 0 or absent."""
+    if value is None or not floor_value:
+        return "n/a"
+    return f"{number(value / floor_value, 3)}x"
+
+
+def pair_measures_lines(measures, weights_plot=None):
+    """The markdown lines of the secondary measures (`read_pair_measures`'s record, or None: one line saying
+    there are none), with the weights' plot `weights_plot` where one was drawn."""
+    if measures is None:
+        return ["Secondary measures (prediction disagreement, weights over training, first differing update): not "
+                "reported, no source has a pairs/ folder (`prednet-study pairs` writes it).", ""]
+    contrasts = measures["contrasts"]
+    floor = next((c for c in contrasts if c["kind"] == "floor" and c["name"] == measures["floor"]), None)
+    floor_name = floor["name"] if floor else None
+    floor_prediction = floor and floor["prediction_disagreement"].get("median")
+    floor_l2 = floor and floor["weights"]["n"] and floor["weights"]["last"]["normalised_l2"]["median"]
+
+    def label(c):
+        return f"{c['name']}: `{c['arm']}` / `{c['reference']}`" if c["kind"] == "hypothesis" else \
+            f"floor {c['name']}: `{c['arm']}` / `{c['reference']}`"
+
+    last_steps = sorted({c["weights"]["last"]["step"] for c in contrasts if c["weights"]["n"]})
+    lines = ["## Secondary measures: pairs of runs (secondary: reported, not tested)", "",
+             f"From the pairs files of {', '.join(f'`{f}`' for f in measures['folders'])} ({measures['seeds']} "
+             "seeds; `prednet-study pairs` computed them where the runs were trained): for each contrast, its two "
+             "runs of each seed that has both. Prediction disagreement: the RMS of the difference of the two runs' "
+             "held-out predictions over the RMS of one run's predictions (the run whose key sorts later, the "
+             "pairs file's b). Weights: the normalised L2 distance |a - b| / |b| and the cosine distance "
+             "1 - cos(a, b) of the two runs' sampled weights at the last snapshot "
+             f"(update {', '.join(map(str, last_steps)) or 'n/a'}). First differing update: the first update "
+             "whose logged losses differ; never: seeds where none does. Median [min, max] over seeds; n: the "
+             "seeds with a pair (arms added to the study later have none in its first seeds)"
+             + (f"; x {floor_name}: the contrast's median over the {floor_name} floor's, a description." if floor
+                else "."), ""]
+    ratio = f" x {floor_name} |" if floor else ""
+    lines += ["| contrast | n | prediction disagreement |" + ratio + " first differing update | never differ |",
+              "|" + " --- |" * (5 + bool(floor))]
+    for c in contrasts:
+        prediction, first = c["prediction_disagreement"], c["first_differing_update"]
+        # A pair may lack the predictions (runs that kept none): their own count, where it is smaller.
+        fewer = f" (n={prediction['n']})" if prediction["n"] != c["n"] else ""
+        row = f"| {label(c)} | {c['n']} | {_spread_cell(prediction)}{fewer} |"
+        if floor:
+            row += f" {_times_floor(prediction.get('median'), floor_prediction)} |"
+        lines.append(row + f" {_spread_cell(first, 4)} | {first['never']} of {first['n']} |")
+    lines += ["", "| contrast | n | normalised L2, last snapshot |" + ratio
+              + " cosine distance, last snapshot | sampled weights equal at every snapshot |",
+              "|" + " --- |" * (5 + bool(floor))]
+    for c in contrasts:
+        weights = c["weights"]
+        if not weights["n"]:
+            lines.append(f"| {label(c)} | 0 | n/a |" + (" n/a |" if floor else "") + " n/a | n/a |")
+            continue
+        last = weights["last"]
+        row = f"| {label(c)} | {weights['n']} | {_spread_cell(last['normalised_l2'])} |"
+        if floor:
+            row += f" {_times_floor(last['normalised_l2']['median'], floor_l2)} |"
+        lines.append(row + f" {_spread_cell(last['cosine_distance'])} | {weights['identical']} of {weights['n']} |")
+    if weights_plot:
+        lines += ["", f"![Median normalised L2 distance of the weights over training]({weights_plot})"]
+    return lines + [""]
 
 
 def _identified(code_row, code_checksums):
@@ -302,8 +428,9 @@ def write_confirmatory(sources, plan_path, output, plot=True, overwrite=False):
     Args:
         sources: folders of runs, packed study folders or archives.
         plan_path: the plan file (TOML).
-        output: the folder for confirmatory.json, confirmatory.md and confirmatory.png.
-        plot: draw confirmatory.png.
+        output: the folder for confirmatory.json, confirmatory.md, confirmatory.png and, with pairs,
+            confirmatory-weights.png.
+        plot: draw the PNGs.
         overwrite: replace an earlier analysis in `output`.
 
     Returns:
@@ -313,7 +440,7 @@ def write_confirmatory(sources, plan_path, output, plot=True, overwrite=False):
     plan = load_plan(plan_path)
     values, runs = read_values(sources, plan)
     result = {**analyse(plan, values), "inputs": [str(s) for s in sources], "plan_file": str(plan_path),
-              "runs": runs}
+              "runs": runs, "pair_measures": read_pair_measures(sources, plan)}
     output.mkdir(parents=True, exist_ok=True)
     files = [CONFIRMATORY_JSON, CONFIRMATORY_MD]
     if plot:
@@ -322,6 +449,17 @@ def write_confirmatory(sources, plan_path, output, plot=True, overwrite=False):
         plot_log_ratios(_plot_panels(result), plan.margin, output / CONFIRMATORY_PNG, title=plan.title)
         result["plot"] = CONFIRMATORY_PNG
         files.append(CONFIRMATORY_PNG)
+        if result["pair_measures"] is not None:
+            from prednet_keras.study.report.plots import plot_weight_distance
+
+            curves = [{"label": (c["name"] if c["kind"] == "hypothesis" else f"floor: {c['name']}")
+                       + f" (n={c['weights']['n']})",
+                       "steps": c["weights"]["steps"], "median": c["weights"]["median_normalised_l2"],
+                       "floor": c["kind"] == "floor"} for c in result["pair_measures"]["contrasts"] if c["weights"]["n"]]
+            plot_weight_distance(curves, output / CONFIRMATORY_WEIGHTS_PNG,
+                                 title="Weights over training: median over seeds of two runs' normalised L2 distance")
+            result["weights_plot"] = CONFIRMATORY_WEIGHTS_PNG
+            files.append(CONFIRMATORY_WEIGHTS_PNG)
     result["files"] = files
     atomic_write_json(output / CONFIRMATORY_JSON, result)
     atomic_write(output / CONFIRMATORY_MD, render_markdown(result))

@@ -9,7 +9,8 @@ import numpy as np
 
 from prednet_keras.files.figures import new_figure, save_png
 
-__all__ = ["draw_all", "plot_divergence", "plot_final_metric", "plot_log_ratios", "plot_loss_curves"]
+__all__ = ["draw_all", "plot_divergence", "plot_final_metric", "plot_log_ratios", "plot_loss_curves",
+           "plot_weight_distance"]
 
 
 def _colors(count):
@@ -161,6 +162,46 @@ def plot_log_ratios(panels, margin, path, title=None, seed=0):
         # Above the axes: inside, it would cover the seeds of some column.
         axes.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False)
     figure.suptitle(title or "Per-seed log-ratios (one point per seed; x: a noise floor)", fontsize=10)
+    save_png(figure, path, palette=True)
+
+
+def plot_weight_distance(curves, path, title=None):
+    """The median over seeds of two runs' normalised weight distance at each snapshot, one line per contrast,
+    on a log axis. A distance of 0 (equal weights) has no place on it: it is drawn as an open marker on the
+    axis' lower edge, so that a contrast whose weights never differ is shown, not dropped.
+
+    Args:
+        curves: [{"label", "steps", "median", "floor": bool}], one per contrast; a floor is dashed.
+        path: the PNG to write.
+        title: the figure's title.
+    """
+    import matplotlib.transforms
+
+    figure = new_figure(8, 4.8)
+    axes = figure.subplots()
+    at_edge = matplotlib.transforms.blended_transform_factory(axes.transData, axes.transAxes)
+    zero_shown = False
+    for curve, color in zip(curves, _colors(len(curves))):
+        steps, median = np.asarray(curve["steps"], dtype=float), np.asarray(curve["median"], dtype=float)
+        positive = median > 0
+        label = curve["label"] + ("" if positive.any() else ": 0 at every snapshot")
+        axes.plot(steps, np.where(positive, median, np.nan), "--" if curve.get("floor") else "-", marker=".",
+                  color=color, label=label)
+        if not positive.all():
+            axes.plot(steps[~positive], np.full((~positive).sum(), 0.02), "o", markerfacecolor="none",
+                      color=color, transform=at_edge, clip_on=False)
+            zero_shown = True
+    if any(np.any(np.asarray(c["median"]) > 0) for c in curves):
+        axes.set_yscale("log")
+    axes.set_xlabel("update (trajectory snapshot)")
+    axes.set_ylabel("normalised L2 |a - b| / |b| (median over seeds)")
+    axes.set_title(title or "Weights over training: two runs of one seed", fontsize=10)
+    axes.grid(alpha=0.3)
+    if zero_shown:
+        axes.text(0.99, 0.05, "open markers on the lower edge: 0 (equal weights)", transform=axes.transAxes,
+                  ha="right", va="bottom", fontsize=7)
+    if curves:
+        axes.legend(fontsize=8)
     save_png(figure, path, palette=True)
 
 

@@ -31,8 +31,8 @@ from prednet_keras.session.protocol_training import HELDOUT_PREDICTIONS
 from prednet_keras.study.stats.divergence import normalised_distances
 from prednet_keras.study.report.run_records import load_run
 
-__all__ = ["FOLDER", "PairsError", "compare_runs", "pairs_file", "read_seed_pairs", "remove_runs",
-           "write_seed_pairs"]
+__all__ = ["FOLDER", "PairsError", "compare_runs", "pairs_file", "read_pairs_folder", "read_seed_pairs",
+           "remove_runs", "write_seed_pairs"]
 
 FOLDER = "pairs"
 FORMAT = "prednet-keras seed pairs"
@@ -168,6 +168,63 @@ def read_seed_pairs(path):
         record = json.loads(lzma.decompress(Path(path).read_bytes()))
     except (OSError, lzma.LZMAError, ValueError) as error:
         raise PairsError(f"{path}: not a readable pairs file ({error}).") from None
-    if record.get("format") != FORMAT:
-        raise PairsError(f"{path}: not a pairs file (format {record.get('format')!r}).")
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        found = record.get("format") if isinstance(record, dict) else type(record).__name__
+        raise PairsError(f"{path}: not a pairs file (format {found!r}).")
     return record
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _pair_problem(pair):
+    """What makes a pair's numbers unusable, in words, or None."""
+    if not isinstance(pair.get("a"), str) or not isinstance(pair.get("b"), str):
+        return "a pair without the keys of its two runs (a, b)"
+    first, updates = pair.get("first_differing_update"), pair.get("updates")
+    if first is not None and not (_number(first) and first >= 1):
+        return f"first_differing_update {first!r} is not an update number or None"
+    if not (isinstance(updates, list) and updates and all(_number(u) for u in updates)):
+        return f"updates {updates!r} are not numbers"
+    if "prediction_rms" in pair:
+        numbers = [pair["prediction_rms"], pair.get("prediction_scale"),
+                   *(pair.get("prediction_rms_per_sequence") or {}).values()]
+        if not all(_number(v) for v in numbers):
+            return "a prediction disagreement that is not a finite number (NaN, inf or missing)"
+        if pair["prediction_scale"] <= 0:
+            return "prediction_scale 0: the disagreement has nothing to be relative to"
+    if "weight_distance" in pair:
+        distance = pair["weight_distance"]
+        steps = distance.get("steps")
+        if not isinstance(steps, list) or not steps:
+            return "a weight distance without its steps"
+        for key in ("normalised_l2", "cosine_distance"):
+            values = distance.get(key)
+            if not isinstance(values, list) or len(values) != len(steps) or not all(_number(v) for v in values):
+                return f"weight_distance.{key} is not one finite number per step (NaN, inf or missing)"
+    return None
+
+
+def read_pairs_folder(folder):
+    """{seed: record} of every pairs file in `folder` (a study's DIR/pairs/), each pair's numbers checked.
+
+    Raises:
+        PairsError: a file that is not a readable pairs file, a seed in two files, or a pair whose numbers
+            are not finite (NaN, inf) or are missing; the message names the file and the pair.
+    """
+    records, where = {}, {}
+    for path in sorted(Path(folder).glob("seed-*.json.xz")):
+        record = read_seed_pairs(path)
+        seed, pairs = record.get("seed"), record.get("pairs")
+        if not isinstance(seed, int) or not isinstance(pairs, list):
+            raise PairsError(f"{path}: not a pairs file (no seed or no list of pairs).")
+        if seed in records:
+            raise PairsError(f"{path}: seed {seed} is in {where[seed]} too.")
+        for pair in pairs:
+            problem = _pair_problem(pair) if isinstance(pair, dict) else "a pair that is not a record"
+            if problem:
+                names = f"{pair.get('a')} / {pair.get('b')}" if isinstance(pair, dict) else repr(pair)
+                raise PairsError(f"{path}: pair {names}: {problem}.")
+        records[seed], where[seed] = record, path
+    return records
