@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prednet_keras.study.report.confirmatory_report import load_plan, read_values
+from prednet_keras.study.report.confirmatory_report import load_plan, read_pair_measures, read_values
 from prednet_keras.study.report.wording import number, p_value
 from prednet_keras.study.stats.confirmatory import analyse
 
@@ -122,7 +122,24 @@ def facts():
     out.append(f"{len(seeds)} fresh seeds ({seeds[0]}-{seeds[-1]}), {len(manifests)} runs")
     # The retraction study's code-path effect, for comparison (JAX on the GPU, 30 seeds).
     out.append(f"there {_retraction_code_path_percent()} with JAX on the GPU")
-    return out + _exploratory_facts()
+    return out + _exploratory_facts() + _pair_facts(plan)
+
+
+def _pair_facts(plan):
+    """The secondary measures (the pairs of runs the GPU machine computed), as the report summarises them."""
+    measures = {c["name"]: c for c in read_pair_measures([STUDY], plan)["contrasts"]}
+    h1, h2 = measures["H1"], measures["H2"]
+    first = {name: measures[name]["first_differing_update"]["median"] for name in ("H1", "H2", "one-ulp")}
+    last = {name: measures[name]["weights"]["last"]["normalised_l2"]["median"] for name in ("H1", "H2", "H4", "one-ulp")}
+    disagree = {name: measures[name]["prediction_disagreement"]["median"] for name in ("H1", "H2", "H4", "one-ulp")}
+    return [f"{h1['n']} seeds for JAX's arms, {h2['n']} for PyTorch's",
+            f"update {first['H1']:g} with JAX and {first['H2']:g} with PyTorch",
+            f"the one-ulp runs' at {first['one-ulp']:g}",
+            f"{number(last['H1'], 3)} (JAX) and {number(last['H2'], 3)} (PyTorch) at the last snapshot against "
+            f"{number(last['one-ulp'], 3)} for the",
+            f"differ by {number(disagree['H1'], 3)} and {number(disagree['H2'], 3)} of the predictions' RMS against "
+            f"{number(disagree['one-ulp'], 3)}",
+            f"{number(last['H4'], 3)} and {number(disagree['H4'], 3)}"]
 
 
 def _exploratory_facts():
