@@ -44,6 +44,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
 (nproc; lscpu | grep -i 'model name'; free -g; pwd) > "$logs/host.txt" 2>&1
 echo "code: ${PREDNET_SOURCE_COMMIT:-unknown} dirty=${PREDNET_SOURCE_DIRTY:-unknown}" > "$logs/summary.txt"
 
+# Frames carried as NAME.h5.xz (scripts/device/xz_frames.py: the 64 MiB that may travel) are unpacked first.
+for packed in data/study/*.h5.xz; do
+    [ -f "$packed" ] && [ ! -f "${packed%.xz}" ] && python3 scripts/device/xz_frames.py unpack "$packed" >> "$logs/summary.txt" 2>&1
+done
 python3 - "$study" <<'PY' >> "$logs/summary.txt" 2>&1 || exit 3
 import sys
 from pathlib import Path

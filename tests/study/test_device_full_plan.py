@@ -56,3 +56,36 @@ def test_the_script_checks_the_held_out_frames_the_readme_names():
     entry = re.search(r'"device-full": \[\("held-out", "([^"]+)", \(120, 160\),\s*"(sha256:[0-9a-f]{64})"\)\]', SCRIPT)
     assert entry and entry.group(1) == "data/study/box-cup-120x160.h5" and entry.group(2) == checksum
     assert f"-o {entry.group(1)}" in README  # the command that makes it
+
+
+def test_held_out_frames_travel_as_xz_and_come_back_with_the_same_checksum(tmp_path):
+    """scripts/device/xz_frames.py: pack writes NAME.h5.xz with the same frames (checksum), unpack restores a
+    plain NAME.h5 that gives it again and refuses to overwrite one."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from prednet_keras import data
+
+    frames = np.random.default_rng(0).integers(0, 256, size=(6, 8, 10, 3), dtype=np.uint8)
+    source = data.write_dataset(tmp_path / "clips.h5", data.FrameDataset(frames, ["a"] * 3 + ["b"] * 3),
+                                compression="gzip")
+    with data.open_dataset(source) as dataset:
+        expected = data.dataset_checksum(dataset)
+    script = [sys.executable, str(ROOT / "scripts" / "device" / "xz_frames.py")]
+    packed = subprocess.run(script + ["pack", str(source)], capture_output=True, text=True, check=True)
+    assert expected in packed.stdout
+    moved = tmp_path / "carried"
+    moved.mkdir()
+    (tmp_path / "clips.h5.xz").rename(moved / "clips.h5.xz")
+    unpacked = subprocess.run(script + ["unpack", str(moved / "clips.h5.xz")], capture_output=True, text=True,
+                              check=True)
+    assert expected in unpacked.stdout
+    with data.open_dataset(moved / "clips.h5") as dataset:
+        assert data.dataset_checksum(dataset) == expected
+    before = (moved / "clips.h5").read_bytes()
+    again = subprocess.run(script + ["unpack", str(moved / "clips.h5.xz")], capture_output=True, text=True)
+    assert again.returncode == 1 and "not overwritten" in again.stderr
+    assert (moved / "clips.h5").read_bytes() == before
+    assert "xz_frames.py unpack" in SCRIPT
