@@ -139,7 +139,7 @@ def _pair_facts(plan):
             f"{number(last['one-ulp'], 3)} for the",
             f"differ by {number(disagree['H1'], 3)} and {number(disagree['H2'], 3)} of the predictions' RMS against "
             f"{number(disagree['one-ulp'], 3)}",
-            f"{number(last['H4'], 3)} and {number(disagree['H4'], 3)}"]
+            f"weights {number(last['H4'], 3)}, predictions {number(disagree['H4'], 3)}"]
 
 
 def _exploratory_facts():
