@@ -134,7 +134,8 @@ def _pair_facts(plan):
     disagree = {name: measures[name]["prediction_disagreement"]["median"] for name in ("H1", "H2", "H4", "one-ulp")}
     return [f"{h1['n']} seeds for JAX's arms, {h2['n']} for PyTorch's",
             f"update {first['H1']:g} with JAX and {first['H2']:g} with PyTorch",
-            f"the one-ulp runs' at {first['one-ulp']:g}",
+            f"the one-ulp runs' at {first['one-ulp']:g}, and in {measures['one-ulp']['first_differing_update']['never']} "
+            f"of {measures['one-ulp']['n']} seeds never",
             f"{number(last['H1'], 3)} (JAX) and {number(last['H2'], 3)} (PyTorch) at the last snapshot against "
             f"{number(last['one-ulp'], 3)} for the",
             f"differ by {number(disagree['H1'], 3)} and {number(disagree['H2'], 3)} of the predictions' RMS against "
