@@ -42,7 +42,7 @@ def test_the_analysis_plan_names_arms_the_spec_runs():
         for arm in (contrast.arm, contrast.reference):
             assert arm.split("/")[0] in names, arm
     assert [h.name for h in plan.hypotheses] == ["H3-full", "H4-full"]
-    assert plan.family_size == 4 and plan.noise_floor == "one-ulp" and plan.require_provenance
+    assert plan.family_size == 4 and plan.noise_floor == "tf32-off-rerun" and plan.require_provenance
     # Amendment 1, written before any run was kept.
     assert len(plan.deviations) == 1 and plan.deviations[0].startswith("2026-12-06, Amendment 1")
     assert not (FULL / "runs.tar.xz").exists()
