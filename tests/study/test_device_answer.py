@@ -7,8 +7,6 @@ numbers: the answer and the report cannot part."""
 import functools
 import json
 import math
-import re
-import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +16,11 @@ from prednet_keras.study.report.confirmatory_report import load_plan, read_pair_
 from prednet_keras.study.report.wording import number, p_value
 from prednet_keras.study.stats.confirmatory import analyse
 
+from .test_device_study import _manifests
+from .test_published_answer import NUMBER, _load, _per_seed, _section
+
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = ROOT / "docs" / "study" / "device"
-NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?")
 # Numbers of the set-up, not results: the frame size, the channels, the paper's metric's window, the margin.
 SETUP = ["32x40 frames", "channels 3,16,32,64", "last 50 training losses", "95% t interval", "5%"]
 
@@ -36,10 +36,6 @@ def percent_interval(bounds):
 
 def multiple(noise):
     return f"{number(noise['multiple'], 3)} [{number(noise['interval'][0], 3)}, {number(noise['interval'][1], 3)}]"
-
-
-def holm(value):
-    return p_value(value)
 
 
 @functools.lru_cache(maxsize=None)
@@ -64,12 +60,6 @@ def _one_ulp(contrast):
     return found
 
 
-def _manifests():
-    with tarfile.open(STUDY / "runs.tar.xz") as tar:
-        return {member.name.split("/", 1)[1].rsplit("/", 1)[0]: json.load(tar.extractfile(member))
-                for member in tar.getmembers() if member.name.endswith("/manifest.json")}
-
-
 @functools.lru_cache(maxsize=None)
 def facts():
     """[the phrases the answer must contain], each recomputed from the records."""
@@ -86,10 +76,10 @@ def facts():
     h4, h4_held = _contrast(result, "H4", primary), _contrast(result, "H4", heldout)
     assert {c["verdict"] for c in (h1, h1_held, h2, h2_held, h3, h3_held)} == {"no effect larger than 5%"}
     assert h4["verdict"] == h4_held["verdict"] == "effect"
-    out.append(f"TOST Holm p {holm(max(h1['tost_holm_p'], h1_held['tost_holm_p']))}")
-    out.append(f"Holm p {holm(h1['holm_p'])} and {holm(h1_held['holm_p'])}")
-    out.append(f"TOST Holm p {holm(h2['tost_holm_p'])} and {holm(h2_held['tost_holm_p'])}")
-    out.append(f"Holm p {holm(h2['holm_p'])} and {holm(h2_held['holm_p'])}")
+    out.append(f"TOST Holm p {p_value(max(h1['tost_holm_p'], h1_held['tost_holm_p']))}")
+    out.append(f"Holm p {p_value(h1['holm_p'])} and {p_value(h1_held['holm_p'])}")
+    out.append(f"TOST Holm p {p_value(h2['tost_holm_p'])} and {p_value(h2_held['tost_holm_p'])}")
+    out.append(f"Holm p {p_value(h2['holm_p'])} and {p_value(h2_held['holm_p'])}")
     # H3: the arms computed the same bits, so its 0% is no measurement of TF32.
     manifests = _manifests()
     seeds = sorted({int(key.split("/seed-")[1][:4]) for key in manifests})
@@ -100,7 +90,7 @@ def facts():
     out.append(f"{percent(h3['mean_percent'])} {percent_interval(h3['t_interval_percent'])}")
     # H4.
     out.append(f"more than 5% higher in {h4['beyond_margin']['above']} of {h4['n']} seeds")
-    out.append(f"Holm p {holm(max(h4['holm_p'], h4_held['holm_p']))}")
+    out.append(f"Holm p {p_value(max(h4['holm_p'], h4_held['holm_p']))}")
     # The one-ulp floor and the noise rule.
     ulp, ulp_held = _floor(result, "one-ulp", primary), _floor(result, "one-ulp", heldout)
     out.append(f"by {percent(100 * math.expm1(ulp['median_abs']))} (median")
@@ -121,7 +111,10 @@ def facts():
     # The study itself.
     out.append(f"{len(seeds)} fresh seeds ({seeds[0]}-{seeds[-1]}), {len(manifests)} runs")
     # The retraction study's code-path effect, for comparison (JAX on the GPU, 30 seeds).
-    out.append(f"there {_retraction_code_path_percent()} with JAX on the GPU")
+    retraction = _per_seed(_load("retraction", "mean_last_50_updates"))
+    cpu, gpu = retraction["gpu-jax-cpu-path"], retraction["gpu-jax-gpu-path"]
+    mean = float(np.mean([math.log(cpu[s] / gpu[s]) for s in gpu]))
+    out.append(f"there {100 * math.expm1(mean):.2g}% with JAX on the GPU")
     return out + _exploratory_facts() + _pair_facts(plan)
 
 
@@ -168,30 +161,8 @@ def _exploratory_facts():
     return out
 
 
-def _retraction_code_path_percent():
-    from prednet_keras.study import archive
-    from prednet_keras.study.report.run_records import find_run_folders, load_run
-
-    values = {}
-    with archive.opened(ROOT / "docs" / "study" / "retraction" / archive.ARCHIVE) as root:
-        for path in find_run_folders(root):
-            run = load_run(path, root, str(path))
-            if run.status == "complete" and not run.perturbation:
-                values.setdefault(run.name_hint, {}).setdefault(run.seed, []).append(run.metric("mean_last_50_updates"))
-    # A seed run more than once counts with its mean, as that study's report takes it.
-    cpu, gpu = ({seed: np.mean(v) for seed, v in values[name].items()} for name in ("gpu-jax-cpu-path", "gpu-jax-gpu-path"))
-    mean = float(np.mean([math.log(cpu[s] / gpu[s]) for s in gpu]))
-    return f"{100 * math.expm1(mean):.2g}%"
-
-
-def _section(path, start, end):
-    text = path.read_text()
-    begin = text.index(start)
-    return " ".join(text[begin:text.index(end, begin + len(start))].split())
-
-
 TEXTS = {
-    "README.md": lambda: _section(ROOT / "README.md", "### The answer: the device within one library",
+    "README.md": lambda: _section((ROOT / "README.md").read_text(), "### The answer: the device within one library",
                                   "### Earlier answers"),
 }
 
