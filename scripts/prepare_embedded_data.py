@@ -29,7 +29,7 @@ as the .h5.xz files below, frames, sources and provenance unchanged.
 
 Outputs (see data/README.md):
   prednet_keras/data/files/video_train.h5.xz, video_val.h5.xz, video_test.h5.xz
-      128x160 RGB dataset files, uncompressed inside, the file xz-compressed (XZ_FILTERS)
+      128x160 RGB dataset files, uncompressed inside, the file xz-compressed (data.write_xz_dataset)
   prednet_keras/data/files/mnist.npz                                     Keras' mnist.npz layout
   data/clips/vtest.avi, box.mp4, cup.mp4                       (--clips) the original clips
 """
@@ -39,13 +39,11 @@ import gzip
 import hashlib
 import importlib.metadata
 import io
-import lzma
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +56,7 @@ from prednet_keras.data import (
     open_dataset,
     open_source,
     write_bytes_whole,
-    write_dataset,
+    write_xz_dataset,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,14 +70,6 @@ CLIPS = {
 }
 SIZE = (128, 160)
 SPLITS = ("train", "val", "test")
-# `xz --delta=dist=3 --lzma2=preset=9e,lc=4,lp=0,pb=0`: the delta filter (distance 3, one RGB pixel) turns
-# smooth image regions into runs of small numbers that LZMA2 codes well. On the uncompressed dataset files
-# this gives 4.72 + 1.47 + 3.38 MB against HDF5 gzip-4's 8.22 + 2.31 + 5.69 MB (plain preset 9e: 5.53 + 1.55
-# + 4.03 MB), and unpacks in a few tenths of a second.
-XZ_FILTERS = [
-    {"id": lzma.FILTER_DELTA, "dist": 3},
-    {"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME, "lc": 4, "lp": 0, "pb": 0},
-]
 # bikes.mp4 splits into six scenes at its five hard cuts; scene 3 (frames
 # 137-186) is validation, the rest training. carphone_pristine.mp4, another
 # camera, place and subject, is the held-out test clip.
@@ -152,23 +142,17 @@ def make_video(overwrite):
             splits_rule="train/val: scenes of bikes.mp4 split at its 5 hard cuts; test: a different clip",
             command="python scripts/prepare_embedded_data.py",
         )
-        write_xz_dataset(outputs[split], data, provenance, overwrite)
+        write_xz_packed(outputs[split], data, provenance, overwrite)
 
 
 def video_outputs():
     return {split: FILES / f"video_{split}.h5.xz" for split in SPLITS}
 
 
-def write_xz_dataset(output, data, provenance, overwrite):
-    """Writes `data` as an uncompressed dataset file, xz-compressed with XZ_FILTERS, at `output` (NAME.h5.xz),
-    then checks that it reads back to the same frames and sources."""
-    with tempfile.TemporaryDirectory() as folder:
-        plain = write_dataset(Path(folder) / output.stem, data, compression="none", provenance=provenance)
-        packed = lzma.compress(plain.read_bytes(), format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, filters=XZ_FILTERS)
-    write_bytes_whole(output, packed, overwrite)
-    written = open_dataset(output)
-    if not (np.array_equal(written.frames, data.frames) and np.array_equal(written.sources, data.sources)):
-        sys.exit(f"{output}: does not read back to the frames and sources written")
+def write_xz_packed(output, data, provenance, overwrite):
+    """Writes `data` as NAME.h5.xz (data.write_xz_dataset: uncompressed inside, the file xz-compressed with
+    its delta filter, read back and checked) and says what was written."""
+    written = open_dataset(write_xz_dataset(output, data, overwrite, provenance))
     runs = [(s, b - a) for s, a, b in written.source_runs()]
     print(f"{output.relative_to(REPO)}: {len(written)} frames {runs}  {output.stat().st_size} bytes  sha256 {sha256(output)}")
 
@@ -179,7 +163,7 @@ def recompress_video(folder, overwrite):
         check_output(path, overwrite)
     for split, output in outputs.items():
         data = open_dataset(Path(folder) / f"video_{split}.h5", in_memory=True)
-        write_xz_dataset(output, data, data.provenance, overwrite)
+        write_xz_packed(output, data, data.provenance, overwrite)
 
 
 def make_mnist(overwrite):

@@ -24,6 +24,7 @@ from prednet_keras.data.dataset import (
     is_dataset_file,
     open_dataset,
     write_dataset,
+    write_xz_dataset,
 )
 from prednet_keras.data.embedded import data_dir, embedded_dataset, embedded_mnist_path
 from prednet_keras.data.errors import DataError
@@ -59,6 +60,7 @@ __all__ = [
     "supported_formats",
     "write_bytes_whole",
     "write_dataset",
+    "write_xz_dataset",
 ]
 
 

@@ -27,3 +27,25 @@ def test_a_failed_write_leaves_nothing(tmp_path):
     with pytest.raises(TypeError):
         write_bytes_whole(tmp_path / "out.bin", object())  # not bytes: the write fails
     assert list(tmp_path.iterdir()) == []
+
+
+def test_write_xz_dataset_reads_back_the_same_frames_and_refuses_what_it_must(tmp_path):
+    import lzma
+
+    import numpy as np
+
+    from prednet_keras import data
+
+    frames = np.random.default_rng(1).integers(0, 256, size=(5, 6, 8, 3), dtype=np.uint8)
+    dataset = data.FrameDataset(frames, ["a", "a", "b", "b", "b"], {"made": "here"})
+    output = data.write_xz_dataset(tmp_path / "clips.h5.xz", dataset)
+    with data.open_dataset(output) as written:
+        assert data.dataset_checksum(written) == data.dataset_checksum(dataset)
+        assert written.provenance == {"made": "here"}
+    assert lzma.decompress(output.read_bytes())[:8] == b"\x89HDF\r\n\x1a\n"  # the whole file, xz over HDF5
+    before = output.read_bytes()
+    with pytest.raises(data.DataError, match="exists"):
+        data.write_xz_dataset(output, dataset)
+    assert output.read_bytes() == before
+    with pytest.raises(data.DataError, match="writes NAME.h5.xz"):
+        data.write_xz_dataset(tmp_path / "clips.xz", dataset)
