@@ -342,8 +342,10 @@ Example:
               "planned run, so that a later portion runs the seed again whole (its pairs need all its runs' files "
               "at once).")
 @click.option("--overwrite", is_flag=True, help="Write a seed's pairs again when its file exists.")
+@click.option("-j", "--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Seeds compared at once, each in a process of its own (a full-size seed reads about 2 GB).")
 @fail_on_user_errors
-def pairs(spec_path, output, remove_incomplete, overwrite):
+def pairs(spec_path, output, remove_incomplete, overwrite, workers):
     """Compare every pair of each seed's runs through the files a study's archive does not keep.
 
     For each seed whose planned runs are all complete, DIR/pairs/seed-NNNN.json.xz
@@ -357,7 +359,7 @@ def pairs(spec_path, output, remove_incomplete, overwrite):
     from prednet_keras.study.spec import load_spec, resolve_spec_path
 
     spec = load_spec(resolve_spec_path(spec_path))
-    result = write_seed_pairs(output, spec.planned_runs(), overwrite=overwrite)
+    result = write_seed_pairs(output, spec.planned_runs(), overwrite=overwrite, workers=workers)
     click.echo(f"pairs written for {len(result['written'])} seed(s), {len(result['kept'])} already there, "
                f"{len(result['incomplete'])} incomplete.")
     if remove_incomplete and result["incomplete"]:

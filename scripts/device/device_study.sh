@@ -94,7 +94,7 @@ timeout -k 10 "$left" python3 -m prednet_keras.cli.study run "$study/spec.toml" 
 echo "prednet-study run: exit $? after $(( $(date +%s) - started )) s" >> "$logs/summary.txt"
 [ "$mps" = on ] && { echo get_server_list | nvidia-cuda-mps-control >> "$logs/mps.txt" 2>&1; stop_mps; }
 
-study_cli pairs "$study/spec.toml" -o "$study" --remove-incomplete >> "$logs/summary.txt" 2>&1
+study_cli pairs "$study/spec.toml" -o "$study" --remove-incomplete -j 8 >> "$logs/summary.txt" 2>&1
 echo "prednet-study pairs: exit $?" >> "$logs/summary.txt"
 find "$study/runs" \( -name '*.keras' -o -name '*.h5' -o -name '*.npz' -o -name 'loss.png' \) -delete 2>/dev/null
 rm -rf "$study/.jax-compilation-cache"

@@ -89,6 +89,26 @@ def test_a_seed_is_written_only_when_all_its_runs_are_complete(tmp_path):
     assert read_seed_pairs(pairs_file(study, 7)) == record
 
 
+def test_seeds_compared_in_processes_write_the_same_files(tmp_path):
+    spec = parse_spec({"model": "prednet-chainer", "seeds": [7, 8, 9], "train": {"protocol": "quick"},
+                       "configurations": {"x": {"backend": "jax"}, "y": {"backend": "torch"}}})
+    rng = np.random.default_rng(1)
+    for study in (tmp_path / "one", tmp_path / "three"):
+        for seed in (7, 8, 9):
+            for config in ("x", "y"):
+                seq = {"s0": rng.random((2, 2, 2, 3))}
+                _run(study / "runs" / config / f"seed-{seed:04d}-r1", [0.5, seed / 10], seq,
+                     ([0, 1], rng.normal(size=(2, 4))))
+        rng = np.random.default_rng(1)  # the second study's runs are the first's
+    one = write_seed_pairs(tmp_path / "one", spec.planned_runs())
+    three = write_seed_pairs(tmp_path / "three", spec.planned_runs(), workers=3)
+    assert one == three and three["written"] == [7, 8, 9]
+    for seed in (7, 8, 9):
+        record = read_seed_pairs(pairs_file(tmp_path / "three", seed))
+        assert record == read_seed_pairs(pairs_file(tmp_path / "one", seed))
+        assert record["pairs"][0]["prediction_rms"] > 0
+
+
 def test_a_portion_of_seeds_and_the_pairs_command(tmp_path):
     """--seeds runs a block of the spec's seeds; `prednet-study pairs` writes the complete seeds and, asked to,
     removes the finished runs of a seed left incomplete."""
