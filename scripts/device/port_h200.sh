@@ -10,7 +10,10 @@
 # command (`run`'s carry), e.g. `mkdir .port && git --git-dir=PORT.git archive HEAD | tar -x -C .port`.
 # For each batch size in PORT_BATCHES (default "16 4"), in this order:
 #   port-bB-r1                     the port (port_bench.py --device gpu)
+#   torch-eager-float32-bB         ours, PyTorch backend, eager (Keras' default on torch)
 #   jax-float32-bB                 ours, JAX (the GPU default)
+#   jax-float32-cm8-bB             the same with PREDNET_CHANNEL_MULTIPLE=8 (layers/channel_alignment.py)
+#   jax-bf16-bB, jax-bf16-cm8-bB   JAX mixed_bfloat16, without and with the channel alignment
 #   torch-compiled-float32-bB      ours, PyTorch backend, torch.compile (--jit-compile)
 #   torch-compiled-cudagraphs-bB   the same with TORCHINDUCTOR_CUDAGRAPHS=1: Inductor's CUDA graphs, the switch
 #                                  torch.compile's mode "reduce-overhead" sets (Keras' jit_compile does not take
@@ -33,7 +36,11 @@ port_run() {  # NAME BATCH
 read -r -a port_extra <<< "${PORT_BENCH_EXTRA:-}"
 for b in ${PORT_BATCHES:-16 4}; do
     port_run "port-b$b-r1" "$b"
+    bench "torch-eager-float32-b$b" 120 30 --backend torch --batch-size "$b"
     bench "jax-float32-b$b" 120 30 --backend jax --batch-size "$b"
+    PREDNET_CHANNEL_MULTIPLE=8 bench "jax-float32-cm8-b$b" 120 30 --backend jax --batch-size "$b"
+    bench "jax-bf16-b$b" 120 30 --backend jax --precision mixed_bfloat16 --batch-size "$b"
+    PREDNET_CHANNEL_MULTIPLE=8 bench "jax-bf16-cm8-b$b" 120 30 --backend jax --precision mixed_bfloat16 --batch-size "$b"
     bench "torch-compiled-float32-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
     TORCHINDUCTOR_CUDAGRAPHS=1 bench "torch-compiled-cudagraphs-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
     port_run "port-b$b-r2" "$b"
