@@ -45,7 +45,28 @@ def test_the_analysis_plan_names_arms_the_spec_runs():
     assert plan.family_size == 4 and plan.noise_floor == "tf32-off-rerun" and plan.require_provenance
     # Amendment 1, written before any run was kept.
     assert len(plan.deviations) == 1 and plan.deviations[0].startswith("2026-12-06, Amendment 1")
-    assert not (FULL / "runs.tar.xz").exists()
+
+
+def test_every_planned_run_is_in_complete_clean_on_the_h100_with_its_seeds_pairs():
+    import json
+    import tarfile
+
+    from prednet_keras.study.report.seed_pairs import pairs_file, read_seed_pairs
+
+    planned = load_spec(FULL / "spec.toml", check_paths=False).planned_runs()
+    with tarfile.open(FULL / "runs.tar.xz") as tar:
+        manifests = {member.name.split("/", 1)[1].rsplit("/", 1)[0]: json.load(tar.extractfile(member))
+                     for member in tar.getmembers() if member.name.endswith("/manifest.json")}
+    assert set(manifests) == {run.key for run in planned}
+    for key, manifest in manifests.items():
+        effective = manifest["runtime"]["effective"]
+        assert manifest["status"] == "complete" and manifest["code"]["dirty"] is False, key
+        assert effective["devices"] == ["gpu:0 NVIDIA H100 80GB HBM3"] and effective["deterministic"], key
+        assert effective["autotune"] is True and effective["tf32"] is manifest["runtime"]["requested"]["tf32"], key
+        assert manifest["result"]["updates"] == 205, key
+    for seed in range(100, 130):
+        record = read_seed_pairs(pairs_file(FULL, seed))
+        assert record["runs"] == sorted(run.key for run in planned if run.seed == seed)
 
 
 def test_the_script_checks_the_held_out_frames_the_readme_names():
