@@ -32,3 +32,33 @@ def test_the_inductor_cache_figures_are_the_records(where):
     else:
         for i, (seconds, rate, cache) in enumerate(zip(first, fps, caches, strict=True), 1):
             assert f"| {seconds} | {cache['hits']} / {cache['misses']} | {rate} |" in text, i
+
+
+def _port_eager_record():
+    record = ROOT / "docs" / "benchmarks" / "h100-port-eager-2026-12-06"
+
+    def fps(call, name):
+        document = json.loads((record / call / f"{name}.json").read_text())
+        return document["fps"] if name.startswith("port") else document["results"][0]["train"]["fps"]
+
+    return record, fps
+
+
+@pytest.mark.parametrize("where", ["docs/benchmarks.md", "record README"])
+def test_the_eager_torch_and_channel_alignment_figures_are_the_records(where):
+    record, fps = _port_eager_record()
+    text = " ".join((BENCHMARKS if where == "docs/benchmarks.md" else record / "README.md").read_text().split())
+    port = {16: [fps("call-1", f"port-b16-r{r}") for r in (1, 2)], 4: [fps("call-2", f"port-b4-r{r}") for r in (1, 2)]}
+    eager = {16: fps("call-1", "torch-eager-float32-b16"), 4: fps("call-2", "torch-eager-float32-b4")}
+    ratio = {b: eager[b] / (sum(port[b]) / 2) for b in (4, 16)}
+    jax = {name: fps("call-2", f"jax-{name}-b16") for name in ("float32", "float32-cm8", "bf16", "bf16-cm8")}
+    for b in (4, 16):
+        assert f"{port[b][0]:,.0f} / {port[b][1]:,.0f}" in text, b
+        assert f"{eager[b]:,.0f}" in text and f"{ratio[b]:.2f}x" in text, b
+    for precision in ("float32", "bf16"):
+        assert f"{jax[precision]:,.0f}" in text and f"{jax[precision + '-cm8']:,.0f}" in text
+        assert f"{jax[precision + '-cm8'] / jax[precision]:.2f}x" in text
+    # The aligned runs ran with the variable, the others without it.
+    for name in jax:
+        environment = (record / "call-2" / f"jax-{name}-b16.json").read_text()
+        assert ('"PREDNET_CHANNEL_MULTIPLE": "8"' in environment) == name.endswith("cm8"), name

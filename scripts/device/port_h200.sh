@@ -78,8 +78,9 @@ for name, batch, fps, median, first, text in rows:
     if fps is None:
         print(f"{name:<32}{'-':>9}{'-':>8}{'-':>9}{'-':>10}  {text}")
         continue
-    ratio = fps / statistics.mean(port_fps[batch]) if port_fps.get(batch) else float("nan")
-    print(f"{name:<32}{fps:>9.0f}{ratio:>7.2f}x{median:>9.1f}{first:>9.1f}s  {text}")
+    # No port at this batch size in this call (PERF_ONLY left it out): no ratio.
+    ratio = f"{fps / statistics.mean(port_fps[batch]):.2f}x" if port_fps.get(batch) else "-"
+    print(f"{name:<32}{fps:>9.0f}{ratio:>8}{median:>9.1f}{first:>9.1f}s  {text}")
 print("x port: against the mean of the port's rounds at that batch size; '1st step' includes compilation.")
 EOF
 echo "total $(( $(date +%s) - started ))s; results in $dest (summary.txt, status.tsv, $script.tgz)"
