@@ -62,3 +62,17 @@ def test_the_eager_torch_and_channel_alignment_figures_are_the_records(where):
     for name in jax:
         environment = (record / "call-2" / f"jax-{name}-b16.json").read_text()
         assert ('"PREDNET_CHANNEL_MULTIPLE": "8"' in environment) == name.endswith("cm8"), name
+
+
+def test_the_operations_per_step_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-kernels-once-2026-12-06"
+    found = {t: json.loads((record / f"ops-{t}.json").read_text())["policies"] for t in ("before", "after")}
+    text = " ".join(BENCHMARKS.read_text().split())
+    for policy, label in (("float32", "float32"), ("mixed_bfloat16", "mixed_bfloat16")):
+        before, after = found["before"][policy]["total"], found["after"][policy]["total"]
+        change = 100 * (after - before) / before
+        assert f"| {label}, every operation | {before:,} | {after:,} | {change:.1f}% |" in text, policy
+    cats = [found[t]["float32"]["by_operation"]["aten.cat"] for t in ("before", "after")]
+    assert f"| float32, concatenations | {cats[0]} | {cats[1]} | |" in text
+    # 4 layers x 10 steps x (kernel, bias): 80 concatenations forward become 8.
+    assert cats[0] - cats[1] == 80 - 8

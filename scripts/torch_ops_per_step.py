@@ -1,0 +1,65 @@
+"""The operations one eager training step of Lotter's PredNet dispatches on torch, counted by name.
+
+On eager torch every operation is dispatched from Python, so their count is the host's work per step; on a
+GPU at a small batch the host sets the pace (docs/benchmarks.md). Counts ATen operations (forward,
+backward and Adam's update) with a TorchDispatchMode over one `train_on_batch` after a first one, for
+4 layers (3,4,8,16), 16x16 frames, nt 10, batch 4, the time loop unrolled.
+
+    KERAS_BACKEND=torch PYTHONPATH=CHECKOUT python scripts/torch_ops_per_step.py --json ops.json
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+
+
+def count(policy):
+    import keras
+    import numpy as np
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import prednet_keras
+
+    class Counter(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops[str(func.overloadpacket)] += 1
+            return func(*args, **(kwargs or {}))
+
+    keras.config.set_dtype_policy(policy)
+    stack = (3, 4, 8, 16)
+    model = prednet_keras.build_training_model(
+        nt=10, frame_shape=(16, 16, 3), layer_loss_weights="L_0", stack_sizes=stack, R_stack_sizes=stack,
+        A_filt_sizes=(3,) * 3, Ahat_filt_sizes=(3,) * 4, R_filt_sizes=(3,) * 4, unroll=True)
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss="mean_absolute_error")
+    frames = np.random.default_rng(0).random((4, 10, 16, 16, 3), dtype=np.float32)
+    zeros = np.zeros((4, 1), np.float32)
+    model.train_on_batch(frames, zeros)  # the first step builds the optimizer's state
+    with Counter() as counter:
+        model.train_on_batch(frames, zeros)
+    return {"total": sum(counter.ops.values()), "by_operation": dict(counter.ops.most_common())}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", required=True, help="where the counts go")
+    args = parser.parse_args(argv)
+    if os.environ.get("KERAS_BACKEND") != "torch":
+        parser.error("set KERAS_BACKEND=torch")
+    import prednet_keras
+
+    result = {"prednet_keras": os.path.dirname(prednet_keras.__file__),
+              "policies": {policy: count(policy) for policy in ("float32", "mixed_bfloat16")}}
+    with open(args.json, "w") as handle:
+        json.dump(result, handle, indent=1)
+    for policy, found in result["policies"].items():
+        print(f"{policy}: {found['total']} operations per step, of which cat {found['by_operation'].get('aten.cat', 0)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

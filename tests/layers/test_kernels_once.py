@@ -1,0 +1,87 @@
+"""On eager torch, PredNet concatenates its gates' kernels and biases once per sequence instead of at every
+time step (PredNetCell.weights_for_sequence), and computes the same bits: outputs and every weight's
+gradient, in float32 and in mixed_bfloat16. Elsewhere it changes nothing."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+TORCH_SCRIPT = r"""
+import collections, json, sys
+import numpy as np, keras, torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from prednet_keras.layers import lotter
+
+class Count(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = collections.Counter()
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))
+
+def bits(t):
+    return t.detach().float().numpy().view(np.uint32).tolist()
+
+def run(policy, once):
+    lotter._CONCATENATES_KERNELS_ONCE = once
+    keras.config.set_dtype_policy(policy)
+    layer = lotter.PredNet(stack_sizes=(3, 4, 8), R_stack_sizes=(3, 4, 8), A_filt_sizes=(3, 3),
+                           Ahat_filt_sizes=(3, 3, 3), R_filt_sizes=(3, 3, 3), output_mode="all",
+                           return_sequences=True, unroll=True)
+    rng = np.random.default_rng(1)
+    frames = torch.tensor(rng.random((2, 5, 8, 8, 3), dtype=np.float32))
+    layer.build(tuple(frames.shape))
+    layer.set_weights([rng.normal(0, 0.3, size=w.shape).astype(np.float32) for w in layer.weights])
+    with Count() as count:
+        out = layer(frames)
+    upstream = torch.tensor(rng.normal(size=tuple(out.shape)), dtype=out.dtype)
+    (out * upstream).sum().backward()
+    grads = [bits(w.value.grad) for w in layer.trainable_weights]
+    return {"out": bits(out), "grads": grads, "cat": count.ops["aten.cat"]}
+
+result = {}
+for policy in ("float32", "mixed_bfloat16"):
+    once, every = run(policy, True), run(policy, False)
+    result[policy] = {"same outputs": once["out"] == every["out"], "same gradients": once["grads"] == every["grads"],
+                      "gradients": len(once["grads"]), "cat once": once["cat"], "cat every step": every["cat"]}
+json.dump(result, sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def torch_result():
+    pytest.importorskip("torch")
+    env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": ROOT}
+    done = subprocess.run([sys.executable, "-c", TORCH_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_the_same_bits_with_the_kernels_concatenated_once(torch_result, policy):
+    found = torch_result[policy]
+    assert found["same outputs"] and found["same gradients"] and found["gradients"] == 34
+    # 3 layers, 5 steps: every step's gate kernel and bias (2 x 3 x 5 = 30) against 2 x 3 once. The other
+    # concatenations (each step's LSTM input and errors, the "all" output) are there in both.
+    assert found["cat every step"] - found["cat once"] == 2 * 3 * 5 - 2 * 3
+
+
+def test_other_backends_build_the_same_program():
+    """Under this process's backend (TensorFlow here, JAX on the GPU machine) the context shares nothing."""
+    import keras
+
+    from prednet_keras.layers.lotter import PredNetCell
+
+    if keras.backend.backend() == "torch":
+        pytest.skip("this process runs torch")
+    cell = PredNetCell(stack_sizes=(3, 4), R_stack_sizes=(3, 4), A_filt_sizes=(3,), Ahat_filt_sizes=(3, 3),
+                       R_filt_sizes=(3, 3))
+    cell.build((None, 8, 8, 3))
+    with cell.weights_for_sequence():
+        assert cell._sequence.weights is None
