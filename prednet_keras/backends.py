@@ -62,10 +62,6 @@ class Backend:
             the model's variables on a GPU) or "never".
         copies_rnn_states: a stateful RNN's states are copied before each step (in-place updates of its state
             variables would break its autograd).
-        concatenates_kernels_once: PredNet concatenates its gates' kernels once per sequence, not at every
-            time step (layers/lotter.py, weights_for_sequence): its operations are dispatched one by one from
-            Python, so a repeat costs a dispatch and its backward; XLA merges the repeats itself, and its
-            programs are left as they were (a different program can round its gradient sums differently).
         keep_step_output: (value) -> value: a step's output that outlives the next step (StepLosses reads a
             loss late): a copy where the next step may overwrite it; None where it cannot
             (session.callbacks).
@@ -114,7 +110,6 @@ class Backend:
     data_parallel: bool = False
     asynchronous_steps: str = "never"
     copies_rnn_states: bool = False
-    concatenates_kernels_once: bool = False
     xla_gpu_log_noise: bool = False
     devices_started: object = None
     reset_device_peak: object = None
@@ -203,7 +198,6 @@ TORCH = Backend(
     jit_by_default=False,
     asynchronous_steps="gpu",
     copies_rnn_states=True,
-    concatenates_kernels_once=True,
     environment=_at("runtime.environment", "torch_environment"),
     apply_switches=_at("runtime.apply", "apply_torch"),
     read_back=_at("runtime.readback", "read_torch"),

@@ -15,14 +15,11 @@ import os
 import sys
 
 
-def count(policy):
-    import keras
-    import numpy as np
+def operation_counter():
+    """A TorchDispatchMode whose `ops` counts, by name, the ATen operations run inside it."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    import prednet_keras
-
-    class Counter(TorchDispatchMode):
+    class OperationCounter(TorchDispatchMode):
         def __init__(self):
             super().__init__()
             self.ops = collections.Counter()
@@ -30,6 +27,15 @@ def count(policy):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             self.ops[str(func.overloadpacket)] += 1
             return func(*args, **(kwargs or {}))
+
+    return OperationCounter()
+
+
+def count(policy):
+    import keras
+    import numpy as np
+
+    import prednet_keras
 
     keras.config.set_dtype_policy(policy)
     stack = (3, 4, 8, 16)
@@ -40,7 +46,7 @@ def count(policy):
     frames = np.random.default_rng(0).random((4, 10, 16, 16, 3), dtype=np.float32)
     zeros = np.zeros((4, 1), np.float32)
     model.train_on_batch(frames, zeros)  # the first step builds the optimizer's state
-    with Counter() as counter:
+    with operation_counter() as counter:
         model.train_on_batch(frames, zeros)
     return {"total": sum(counter.ops.values()), "by_operation": dict(counter.ops.most_common())}
 

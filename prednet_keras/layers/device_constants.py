@@ -44,8 +44,13 @@ def _numbers_copied_check():
 _NUMBERS_COPIED = _numbers_copied_check()
 
 
-def _eager_torch():
+def eager_torch():
+    """Whether operations run one by one from Python now: eager torch, not while torch.compile traces and
+    not on TensorFlow or JAX, whose programs merge repeated work themselves."""
     return _NUMBERS_COPIED is not None and _NUMBERS_COPIED()
+
+
+_eager_torch = eager_torch  # what `scalar` and `cached` ask; made_at_every_call swaps it
 
 
 def _never():

@@ -33,7 +33,7 @@ Deliberate differences from the Keras 2 code (numerically equivalent):
 - on eager torch, the Python numbers given to ops (the clip's bounds, pixel_max) are
   made into device tensors once, not at every call (device_constants);
 - on eager torch, the gates' kernels and biases are concatenated once per sequence,
-  not at every time step (PredNetCell.weights_for_sequence): the same bits;
+  not at every time step (PredNetCell.fused_gate_weights_once): the same bits;
 - opt-in (PREDNET_CHANNEL_MULTIPLE), the convolutions' input channels are padded with
   zeros inside the step for GPU kernels (channel_alignment); off by default.
 
@@ -69,7 +69,7 @@ Under a float32 policy every dtype is float32 and there is no cast at all: the
 same operations as without this feature (each cast is a Python-level decision).
 """
 
-import contextlib
+import functools
 import types
 
 import keras
@@ -79,6 +79,7 @@ from keras.src import backend as _keras_backend
 from prednet_keras import backends
 from prednet_keras.options.frame_size import check_frame_size
 from prednet_keras.layers.channel_alignment import channel_multiple_from_environment, pad_input_channels
+from prednet_keras.layers import device_constants
 from prednet_keras.layers.device_constants import scalar
 from prednet_keras.layers.lotter_args import (
     _as_int_list,
@@ -97,7 +98,6 @@ _PACKAGE = "prednet_keras"
 # constant inside the step (torch.compile traces it).
 _BACKEND = backends.find(keras.backend.backend())
 _COPIES_RNN_STATES = _BACKEND is not None and _BACKEND.copies_rnn_states
-_CONCATENATES_KERNELS_ONCE = _BACKEND is not None and _BACKEND.concatenates_kernels_once
 # Conv types in the order the original creates (and sorts) its weights.
 CONV_TYPES = ("a", "ahat", "c", "f", "i", "o")
 
@@ -180,7 +180,7 @@ class PredNetCell(keras.layers.Layer):
             state_size += [self.stack_sizes[0], 1]
         self.state_size = state_size
         self.frame_shape = None  # (H, W), known at build
-        # The kernels made once per sequence (weights_for_sequence), held outside Keras' attribute tracking:
+        # The gates' kernels made once per sequence (fused_gate_weights_once), held outside Keras' attribute tracking:
         # a built layer refuses new state, and these are tensors of one call, not state.
         self._sequence = types.SimpleNamespace(weights=None)
 
@@ -378,25 +378,19 @@ class PredNetCell(keras.layers.Layer):
         return (ops.concatenate([conv.kernel for conv in convs], axis=-1),
                 ops.concatenate([conv.bias for conv in convs], axis=-1))
 
-    @contextlib.contextmanager
-    def weights_for_sequence(self):
-        """Within it, every step uses the gates' four kernels and biases as concatenated once on entry.
+    def fused_gate_weights_once(self):
+        """[(kernel, bias) of the gates] per layer, for every step of a sequence to share; None where not.
 
         The weights do not change within a sequence, so the values are the ones each step would make; on
-        eager torch the 80 concatenations of 4 layers and 10 steps, and their backward, become 8. Only the
-        float32 concatenation is shared: a kernel cast to bfloat16 once for all steps would have its
-        gradient summed over the steps in bfloat16 (autograd sums in the tensor's dtype), where each step's
-        own cast sums them in float32. `PredNet` opens it around its time loop; a step called outside it
-        makes them itself. On TensorFlow and JAX it does nothing (backends.Backend.concatenates_kernels_once):
-        their programs stay as they were."""
-        if not _CONCATENATES_KERNELS_ONCE:
-            yield
-            return
-        self._sequence.weights = [self._fused_gate_weights(l) for l in range(self.nb_layers)]
-        try:
-            yield
-        finally:
-            self._sequence.weights = None
+        eager torch, where each operation and its backward is dispatched from Python, the 80 concatenations
+        of 4 layers and 10 steps become 8. Elsewhere None, and the steps make them: XLA and torch.compile
+        merge the repeats themselves, and their programs stay as they were. Only the float32 concatenation
+        is shared: a kernel cast to bfloat16 once for all steps would have its gradient summed over the
+        steps in bfloat16 (autograd sums in the tensor's dtype), where each step's own cast sums them in
+        float32. `PredNet` hands them to the steps of its time loop."""
+        if not device_constants.eager_torch():
+            return None
+        return [self._fused_gate_weights(l) for l in range(self.nb_layers)]
 
     # ------------------------------------------------------------------ shapes
     def output_shape_for(self, height, width):
@@ -569,18 +563,26 @@ class PredNet(keras.layers.RNN):
         # keras.layers.RNN has cast every state to the cell's compute_dtype (float32);
         # each state enters the loop in its own dtype (no cast under a float32 policy).
         initial_state = [_as_dtype(s, d) for s, d in zip(initial_state, self.cell.state_dtypes)]
-        with self.cell.weights_for_sequence():
-            return _keras_backend.rnn(
-                step,
-                sequences,
-                initial_state,
-                go_backwards=self.go_backwards,
-                mask=mask,
-                unroll=self.unroll,
-                input_length=sequences.shape[1],
-                zero_output_for_mask=self.zero_output_for_mask,
-                return_all_outputs=self.return_sequences,
-            )
+        loop = functools.partial(
+            _keras_backend.rnn,
+            step,
+            sequences,
+            initial_state,
+            go_backwards=self.go_backwards,
+            mask=mask,
+            unroll=self.unroll,
+            input_length=sequences.shape[1],
+            zero_output_for_mask=self.zero_output_for_mask,
+            return_all_outputs=self.return_sequences,
+        )
+        shared = self.cell.fused_gate_weights_once()
+        if shared is None:
+            return loop()
+        self.cell._sequence.weights = shared
+        try:
+            return loop()
+        finally:
+            self.cell._sequence.weights = None
 
     def _to_channels_last_shape(self, shape):
         shape = tuple(shape)

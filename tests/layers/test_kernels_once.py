@@ -1,5 +1,5 @@
 """On eager torch, PredNet concatenates its gates' kernels and biases once per sequence instead of at every
-time step (PredNetCell.weights_for_sequence), and computes the same bits: outputs and every weight's
+time step (PredNetCell.fused_gate_weights_once), and computes the same bits: outputs and every weight's
 gradient, in float32 and in mixed_bfloat16. Elsewhere it changes nothing."""
 
 import json
@@ -12,24 +12,17 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TORCH_SCRIPT = r"""
-import collections, json, sys
+import json, sys
 import numpy as np, keras, torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from prednet_keras.layers import lotter
-
-class Count(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = collections.Counter()
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
+from prednet_keras.layers import device_constants, lotter
+sys.path.insert(0, sys.argv[1])
+from torch_ops_per_step import operation_counter
 
 def bits(t):
     return t.detach().float().numpy().view(np.uint32).tolist()
 
 def run(policy, once):
-    lotter._CONCATENATES_KERNELS_ONCE = once
+    device_constants.eager_torch = lambda: once
     keras.config.set_dtype_policy(policy)
     layer = lotter.PredNet(stack_sizes=(3, 4, 8), R_stack_sizes=(3, 4, 8), A_filt_sizes=(3, 3),
                            Ahat_filt_sizes=(3, 3, 3), R_filt_sizes=(3, 3, 3), output_mode="all",
@@ -38,7 +31,7 @@ def run(policy, once):
     frames = torch.tensor(rng.random((2, 5, 8, 8, 3), dtype=np.float32))
     layer.build(tuple(frames.shape))
     layer.set_weights([rng.normal(0, 0.3, size=w.shape).astype(np.float32) for w in layer.weights])
-    with Count() as count:
+    with operation_counter() as count:
         out = layer(frames)
     upstream = torch.tensor(rng.normal(size=tuple(out.shape)), dtype=out.dtype)
     (out * upstream).sum().backward()
@@ -58,7 +51,7 @@ json.dump(result, sys.stdout)
 def torch_result():
     pytest.importorskip("torch")
     env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": ROOT}
-    done = subprocess.run([sys.executable, "-c", TORCH_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", TORCH_SCRIPT, os.path.join(ROOT, "scripts")], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -73,7 +66,7 @@ def test_the_same_bits_with_the_kernels_concatenated_once(torch_result, policy):
 
 
 def test_other_backends_build_the_same_program():
-    """Under this process's backend (TensorFlow here, JAX on the GPU machine) the context shares nothing."""
+    """Under this process's backend (TensorFlow here, JAX on the GPU machine) the steps share nothing."""
     import keras
 
     from prednet_keras.layers.lotter import PredNetCell
@@ -83,5 +76,4 @@ def test_other_backends_build_the_same_program():
     cell = PredNetCell(stack_sizes=(3, 4), R_stack_sizes=(3, 4), A_filt_sizes=(3,), Ahat_filt_sizes=(3, 3),
                        R_filt_sizes=(3, 3))
     cell.build((None, 8, 8, 3))
-    with cell.weights_for_sequence():
-        assert cell._sequence.weights is None
+    assert cell.fused_gate_weights_once() is None

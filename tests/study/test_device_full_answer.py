@@ -12,8 +12,8 @@ import pytest
 from prednet_keras.study.report.confirmatory_report import read_pair_measures
 from prednet_keras.study.report.wording import number, p_value
 
-from .test_device_answer import analysis, percent, percent_interval
-from .test_published_answer import NUMBER, _section
+from .test_device_answer import analysis, assert_says_the_records, percent, percent_interval
+from .test_published_answer import _section
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL = ROOT / "docs" / "study" / "device-full"
@@ -105,10 +105,4 @@ TEXTS = {
 
 @pytest.mark.parametrize("name", list(TEXTS))
 def test_every_number_of_the_full_size_answer_is_recomputed_from_the_records(name):
-    text = TEXTS[name]()
-    missing = [phrase for phrase in facts() if phrase not in text]
-    assert not missing, f"{name} does not say what the records give: {missing}"
-    rest = text
-    for phrase in sorted(facts() + SETUP, key=len, reverse=True):
-        rest = rest.replace(phrase, " ")
-    assert not NUMBER.findall(rest), f"numbers in {name}'s answer that no record gives: {NUMBER.findall(rest)}"
+    assert_says_the_records(name, TEXTS[name](), facts(), SETUP)
