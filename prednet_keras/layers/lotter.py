@@ -180,8 +180,8 @@ class PredNetCell(keras.layers.Layer):
             state_size += [self.stack_sizes[0], 1]
         self.state_size = state_size
         self.frame_shape = None  # (H, W), known at build
-        # The gates' kernels made once per sequence (fused_gate_weights_once), held outside Keras' attribute tracking:
-        # a built layer refuses new state, and these are tensors of one call, not state.
+        # The gates' kernels made once per sequence (fused_gate_weights_once), held outside Keras'
+        # attribute tracking: a built layer refuses new state, and these are tensors of one call.
         self._sequence = types.SimpleNamespace(weights=None)
 
     # --------------------------------------------------------------- dtypes
