@@ -69,9 +69,6 @@ Under a float32 policy every dtype is float32 and there is no cast at all: the
 same operations as without this feature (each cast is a Python-level decision).
 """
 
-import functools
-import types
-
 import keras
 from keras import ops
 from keras.src import backend as _keras_backend
@@ -180,9 +177,6 @@ class PredNetCell(keras.layers.Layer):
             state_size += [self.stack_sizes[0], 1]
         self.state_size = state_size
         self.frame_shape = None  # (H, W), known at build
-        # The gates' kernels made once per sequence (fused_gate_weights_once), held outside Keras'
-        # attribute tracking: a built layer refuses new state, and these are tensors of one call.
-        self._sequence = types.SimpleNamespace(weights=None)
 
     # --------------------------------------------------------------- dtypes
     @property
@@ -282,7 +276,9 @@ class PredNetCell(keras.layers.Layer):
         return ops.zeros((batch_size, height, width, channels), dtype=self.compute_dtype)
 
     # ------------------------------------------------------------------- step
-    def call(self, a, states, training=False):
+    def call(self, a, states, training=False, gate_weights=None):
+        """One time step. `gate_weights`: the gates' (kernel, bias) per layer, made once for the sequence
+        (`fused_gate_weights_once`); None: made here."""
         L = self.nb_layers
         r_tm1 = states[:L]
         c_tm1 = states[L : 2 * L]
@@ -301,7 +297,7 @@ class PredNetCell(keras.layers.Layer):
             if l < L - 1:
                 inputs.append(_upsample2x(r[l + 1]))
             x = ops.concatenate(inputs, axis=-1)
-            i, f, candidate, o = self._gates(x, l)
+            i, f, candidate, o = self._gates(x, l, gate_weights)
             # c is float32 (see the module docstring): f * c and the sum are computed in it.
             c[l] = self._exact(f) * c_tm1[l] + self._exact(i * self._lstm_act(candidate))
             r[l] = o * self._act(self._lstm_act(c[l]))
@@ -363,12 +359,9 @@ class PredNetCell(keras.layers.Layer):
             return y + bias
         return y + self._act(ops.broadcast_to(bias, ops.shape(y)))
 
-    def _gates(self, x, l):
+    def _gates(self, x, l, gate_weights=None):
         """i, f, candidate (pre-activation), o of layer l: one fused convolution."""
-        if self._sequence.weights:
-            kernel, bias = self._sequence.weights[l]
-        else:
-            kernel, bias = self._fused_gate_weights(l)
+        kernel, bias = gate_weights[l] if gate_weights is not None else self._fused_gate_weights(l)
         z = self._add_bias(self._convolve(x, kernel), bias)
         z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
         return self._gate_act(z_i), self._gate_act(z_f), z_c, self._gate_act(z_o)
@@ -387,7 +380,7 @@ class PredNetCell(keras.layers.Layer):
         merge the repeats themselves, and their programs stay as they were. Only the float32 concatenation
         is shared: a kernel cast to bfloat16 once for all steps would have its gradient summed over the
         steps in bfloat16 (autograd sums in the tensor's dtype), where each step's own cast sums them in
-        float32. `PredNet` hands them to the steps of its time loop."""
+        float32. `PredNet` hands them to every step of its time loop (`call`'s gate_weights)."""
         if not device_constants.eager_torch():
             return None
         return [self._fused_gate_weights(l) for l in range(self.nb_layers)]
@@ -550,6 +543,8 @@ class PredNet(keras.layers.RNN):
         # own __call__ has done once for the sequence. That bookkeeping is Python that
         # torch.compile cannot trace (a graph break and a recompilation per step) and
         # that costs eager backends time; the operations computed are the same.
+        gate_weights = self.cell.fused_gate_weights_once()  # None but on eager torch
+
         def step(inputs, states):
             if self.stateful and _COPIES_RNN_STATES:
                 # Copies, as Keras' RNN makes: in-place updates of the state variables
@@ -558,13 +553,12 @@ class PredNet(keras.layers.RNN):
             # The cell's name scope, as its __call__ would open: TensorFlow names the
             # operations after it, and its gradient summation order follows the names.
             with keras.name_scope(self.cell.name, caller=self.cell):
-                return self.cell.call(inputs, states, training=training)
+                return self.cell.call(inputs, states, training=training, gate_weights=gate_weights)
 
         # keras.layers.RNN has cast every state to the cell's compute_dtype (float32);
         # each state enters the loop in its own dtype (no cast under a float32 policy).
         initial_state = [_as_dtype(s, d) for s, d in zip(initial_state, self.cell.state_dtypes)]
-        loop = functools.partial(
-            _keras_backend.rnn,
+        return _keras_backend.rnn(
             step,
             sequences,
             initial_state,
@@ -575,14 +569,6 @@ class PredNet(keras.layers.RNN):
             zero_output_for_mask=self.zero_output_for_mask,
             return_all_outputs=self.return_sequences,
         )
-        shared = self.cell.fused_gate_weights_once()
-        if shared is None:
-            return loop()
-        self.cell._sequence.weights = shared
-        try:
-            return loop()
-        finally:
-            self.cell._sequence.weights = None
 
     def _to_channels_last_shape(self, shape):
         shape = tuple(shape)

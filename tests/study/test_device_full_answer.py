@@ -4,7 +4,6 @@ derived from its result or from the runs' manifests, and a number no record give
 
 import functools
 import math
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -12,32 +11,25 @@ import pytest
 from prednet_keras.study.report.confirmatory_report import read_pair_measures
 from prednet_keras.study.report.wording import number, p_value
 
-from .test_device_answer import analysis, assert_says_the_records, percent, percent_interval
+from .test_device_answer import _contrast, analysis, assert_says_the_records, percent, percent_interval
+from .test_device_study import _manifests
 from .test_published_answer import _section
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL = ROOT / "docs" / "study" / "device-full"
 # Numbers of the set-up, not results.
-SETUP = ["120x160 frames", "channels 3,48,96,192", "205 updates", "10 bits of mantissa", "by 5%", "than 5%", "Amendment 1", "2026-12-06", "inconclusive, 0 seeds"]
+SETUP = ["120x160 frames", "channels 3,48,96,192", "205 updates", "10 bits of mantissa", "by 5%", "than 5%",
+         "Amendment 1", "2026-12-06", "inconclusive, 0 seeds"]
 PRIMARY, HELDOUT = "mean_last_50_updates", "heldout_error"
 
 
 @functools.lru_cache(maxsize=None)
 def manifests():
-    import json
-
-    with tarfile.open(FULL / "runs.tar.xz") as tar:
-        return {member.name.split("/", 1)[1].rsplit("/", 1)[0]: json.load(tar.extractfile(member))
-                for member in tar.getmembers() if member.name.endswith("/manifest.json")}
+    return _manifests(FULL)
 
 
 def _checksum(run):
     return manifests()[run]["result"]["weights_checksum"]
-
-
-def _contrast(result, name, metric):
-    (found,) = [c for c in result["contrasts"] if c["hypothesis"] == name and c["metric"] == metric]
-    return found
 
 
 def _moved(contrast):
@@ -50,7 +42,7 @@ def facts():
     seeds = sorted({int(key.split("/seed-")[1][:4]) for key in manifests()})
     out = [f"{len(seeds)} fresh seeds ({seeds[0]}-{seeds[-1]}), {len(manifests())} runs"]
     # The floors: every per-seed ratio exactly 0, the re-runs and the one-ulp runs bit for bit where it shows.
-    floors = [f for f in result["floors"]]
+    floors = result["floors"]
     assert floors and all(f["rms"] == 0.0 and f["n"] == len(seeds) for f in floors)
     rerun_same = sum(_checksum(f"jax-gpu/seed-{s:04d}-r1") == _checksum(f"jax-gpu/seed-{s:04d}-r2") for s in seeds)
     out.append(f"identical weights in {rerun_same} of {len(seeds)} seeds")

@@ -48,15 +48,12 @@ def test_the_analysis_plan_names_arms_the_spec_runs():
 
 
 def test_every_planned_run_is_in_complete_clean_on_the_h100_with_its_seeds_pairs():
-    import json
-    import tarfile
-
     from prednet_keras.study.report.seed_pairs import pairs_file, read_seed_pairs
 
+    from .test_device_study import _manifests
+
     planned = load_spec(FULL / "spec.toml", check_paths=False).planned_runs()
-    with tarfile.open(FULL / "runs.tar.xz") as tar:
-        manifests = {member.name.split("/", 1)[1].rsplit("/", 1)[0]: json.load(tar.extractfile(member))
-                     for member in tar.getmembers() if member.name.endswith("/manifest.json")}
+    manifests = _manifests(FULL)
     assert set(manifests) == {run.key for run in planned}
     for key, manifest in manifests.items():
         effective = manifest["runtime"]["effective"]

@@ -23,8 +23,9 @@ README = (STUDY / "README.md").read_text()
 ROOT_README = (STUDY.parents[2] / "README.md").read_text()
 
 
-def _manifests():
-    with tarfile.open(STUDY / "runs.tar.xz") as tar:
+def _manifests(study=STUDY):
+    """{configuration/run: manifest} of the runs packed in a study folder's runs.tar.xz."""
+    with tarfile.open(study / "runs.tar.xz") as tar:
         return {member.name.split("/", 1)[1].rsplit("/", 1)[0]: json.load(tar.extractfile(member))
                 for member in tar.getmembers() if member.name.endswith("/manifest.json")}
 
