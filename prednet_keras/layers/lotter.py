@@ -34,6 +34,9 @@ Deliberate differences from the Keras 2 code (numerically equivalent):
   made into device tensors once, not at every call (device_constants);
 - on eager torch, the gates' kernels and biases are concatenated once per sequence,
   not at every time step (PredNetCell.fused_gate_weights_once): the same bits;
+- on eager torch, the convolutions and the pooling are given channels_first views of
+  the channels_last tensors, which spares Keras' copies of them
+  (_channels_last_through_channels_first): the same bits;
 - opt-in (PREDNET_CHANNEL_MULTIPLE), the convolutions' input channels are padded with
   zeros inside the step for GPU kernels (channel_alignment); off by default.
 
@@ -349,6 +352,8 @@ class PredNetCell(keras.layers.Layer):
         x, kernel = self._act(x), self._act(kernel)
         if self.channel_multiple:  # off by default: then the graph has no trace of it
             x, kernel = pad_input_channels(x, kernel, self.channel_multiple)
+        if device_constants.eager_torch():
+            return _channels_last_through_channels_first(ops.conv, x, kernel, strides=1, padding="same")
         return ops.conv(x, kernel, strides=1, padding="same", data_format="channels_last")
 
     def _add_bias(self, y, bias):
@@ -716,4 +721,19 @@ def _upsample2x(x):
 
 
 def _maxpool2x2(x):
+    if device_constants.eager_torch():
+        return _channels_last_through_channels_first(ops.max_pool, x, pool_size=2, strides=2, padding="valid")
     return ops.max_pool(x, pool_size=2, strides=2, padding="valid", data_format="channels_last")
+
+
+def _channels_last_through_channels_first(operation, x, *args, **kwargs):
+    """`operation` (a convolution or a pooling) of channels_last `x`, given to it as a channels_first view.
+
+    On eager torch, Keras' channels_last convolution copies its input twice (to channels_first memory, then
+    back to channels_last memory, the layout it runs in) and its kernel once, and its pooling copies its input
+    once, each copy an operation with its backward. The transposed view is already a channels_first tensor in
+    channels_last memory: torch runs the same kernel on the same memory without the copies, and its output,
+    transposed back, is the channels_last tensor Keras would give (the same bits: tests/layers/test_kernels_once.py).
+    """
+    y = operation(ops.transpose(x, (0, 3, 1, 2)), *args, data_format="channels_first", **kwargs)
+    return ops.transpose(y, (0, 2, 3, 1))

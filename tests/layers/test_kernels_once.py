@@ -1,6 +1,8 @@
 """On eager torch, PredNet concatenates its gates' kernels and biases once per sequence instead of at every
-time step (PredNetCell.fused_gate_weights_once), and computes the same bits: outputs and every weight's
-gradient, in float32 and in mixed_bfloat16. Elsewhere it changes nothing."""
+time step (PredNetCell.fused_gate_weights_once) and gives its convolutions and pooling channels_first views
+instead of letting Keras copy their inputs (lotter._channels_last_through_channels_first), and computes the
+same bits: outputs and every weight's gradient, in float32 and in mixed_bfloat16. Elsewhere it changes
+nothing."""
 
 import json
 import os
@@ -36,13 +38,14 @@ def run(policy, once):
     upstream = torch.tensor(rng.normal(size=tuple(out.shape)), dtype=out.dtype)
     (out * upstream).sum().backward()
     grads = [bits(w.value.grad) for w in layer.trainable_weights]
-    return {"out": bits(out), "grads": grads, "cat": count.ops["aten.cat"]}
+    return {"out": bits(out), "grads": grads, "cat": count.ops["aten.cat"], "clone": count.ops["aten.clone"]}
 
 result = {}
 for policy in ("float32", "mixed_bfloat16"):
     once, every = run(policy, True), run(policy, False)
     result[policy] = {"same outputs": once["out"] == every["out"], "same gradients": once["grads"] == every["grads"],
-                      "gradients": len(once["grads"]), "cat once": once["cat"], "cat every step": every["cat"]}
+                      "gradients": len(once["grads"]), "cat once": once["cat"], "cat every step": every["cat"],
+                      "clone once": once["clone"], "clone every step": every["clone"]}
 json.dump(result, sys.stdout)
 """
 
@@ -63,6 +66,9 @@ def test_the_same_bits_with_the_kernels_concatenated_once(torch_result, policy):
     # 3 layers, 5 steps: every step's gate kernel and bias (2 x 3 x 5 = 30) against 2 x 3 once. The other
     # concatenations (each step's LSTM input and errors, the "all" output) are there in both.
     assert found["cat every step"] - found["cat once"] == 2 * 3 * 5 - 2 * 3
+    # Keras' copies, forward only (their backward copies nothing): 2 of each convolution's input and 1 of its
+    # kernel, 8 convolutions a step (3 gates, 3 predictions, 2 targets), and 1 of each of the 2 poolings' inputs.
+    assert found["clone every step"] == 5 * (3 * 8 + 2) and found["clone once"] == 0
 
 
 def test_other_backends_build_the_same_program():
