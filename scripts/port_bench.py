@@ -47,6 +47,9 @@ def parse_arguments(argv=None):
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", required=True, help="where the result goes (must not exist)")
+    parser.add_argument("--profile", metavar="FOLDER",
+                        help="after the timed steps, trace 5 more with torch.profiler into FOLDER (trace.json) and "
+                             "put where their time went into the JSON, as prednet-bench --profile does; not timed")
     return parser.parse_args(argv)
 
 
@@ -118,6 +121,7 @@ def main(argv=None):
         (warmup_seconds if index < args.warmup else step_seconds).append(seconds)
         print(f"port step {index + 1}/{args.warmup + args.steps}: {seconds:.3f} s, loss {losses[-1]:.6f}",
               flush=True)
+    profile = _profile(step, args.profile) if args.profile else None
     frames_per_step = args.batch_size * nt
     result = {
         "what": "the PyTorch port's training step, float32, synthetic frames in [0, 1)",
@@ -132,6 +136,7 @@ def main(argv=None):
         "warmup_seconds": [round(s, 6) for s in warmup_seconds],
         "losses": losses,
         "parameters": sum(p.numel() for p in model.parameters()),
+        **({"profile": profile} if profile else {}),
         "environment": {"python": platform.python_version(), "torch": torch.__version__,
                         "machine": platform.machine(), "processor": _processor(),
                         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
@@ -142,6 +147,23 @@ def main(argv=None):
     with open(args.json, "x") as handle:
         json.dump(result, handle, indent=1)
     print(f"port: {result['fps']:.2f} frames/s (median step {result['step_ms_median']:.0f} ms)")
+
+
+PROFILED_STEPS = 5
+
+
+def _profile(step, folder):
+    """PROFILED_STEPS more steps under torch.profiler (prednet_keras.bench.profiling, the trace prednet-bench
+    writes), and the summary of its busiest timelines, so that the port's profile reads as ours does."""
+    from prednet_keras.bench import profiling
+
+    os.makedirs(folder, exist_ok=True)
+    with profiling.trace_torch(folder):
+        for _ in range(PROFILED_STEPS):
+            step()
+    summary = profiling.summarize(folder)
+    print(profiling.format_summary(summary, steps=PROFILED_STEPS), end="")
+    return {"steps": PROFILED_STEPS, "folder": folder, "summary": summary}
 
 
 def _gpu(torch):

@@ -10,15 +10,24 @@
 # command (`run`'s carry), e.g. `mkdir .port && git --git-dir=PORT.git archive HEAD | tar -x -C .port`.
 # For each batch size in PORT_BATCHES (default "16 4"), in this order:
 #   port-bB-r1                     the port (port_bench.py --device gpu)
+#   torch-eager-before-float32-bB  with BEFORE_DIR set (a folder holding the package of an earlier commit, carried
+#                                  with the command; BEFORE_COMMIT names it): the next configuration with that code,
+#                                  run from BEFORE_DIR so that its package is the one imported
 #   torch-eager-float32-bB         ours, PyTorch backend, eager (Keras' default on torch)
 #   jax-float32-bB                 ours, JAX (the GPU default)
 #   jax-float32-cm8-bB             the same with PREDNET_CHANNEL_MULTIPLE=8 (layers/channel_alignment.py)
 #   jax-bf16-bB, jax-bf16-cm8-bB   JAX mixed_bfloat16, without and with the channel alignment
 #   torch-compiled-float32-bB      ours, PyTorch backend, torch.compile (--jit-compile)
+#   torch-compiled-float32-bB-r2   the same in a later process, which finds Inductor's cache the first one left
+#                                  (runtime/compile_cache.py): its first step is the one issue 40 wants under 30 s
 #   torch-compiled-cudagraphs-bB   the same with TORCHINDUCTOR_CUDAGRAPHS=1: Inductor's CUDA graphs, the switch
 #                                  torch.compile's mode "reduce-overhead" sets (Keras' jit_compile does not take
 #                                  a mode); the JSON's torch_cudagraph_skips counts the graphs Inductor ran without them
 #   port-bB-r2                     the port again, so drift of the machine shows
+#   torch-eager-float32-bB-profile, port-bB-profile
+#                                  with PERF_PROFILE=1: ours eager and the port with 5 more steps traced by
+#                                  torch.profiler (prednet-bench --profile, port_bench.py --profile) into profiles/;
+#                                  the summary gives each one's host thread and GPU stream busy time per step
 # until PERF_BUDGET_S (default 560) seconds have passed; PERF_ONLY="name ..." runs only those.
 # Run from the repository root after the set-up of ../shared/gpu/README.md. Writes into OUT: summary.txt, status.tsv,
 # port_h200.tgz (every JSON and log).
@@ -29,21 +38,35 @@ port=${PORT_DIR:?PORT_DIR: a checkout of github.com/leido/pytorch-prednet}
 
 tree_of_working_copy > "$out/logs/tree.txt" 2>&1
 
-port_run() {  # NAME BATCH
-    run "$1" 120 30 python3 "$(dirname "$0")/../port_bench.py" --port-dir "$port" --device "$device" \
-        --batch-size "$2" --steps 20 --warmup 3 --json "$out/$1.json" "${port_extra[@]}"
+port_run() {  # NAME BATCH [OPTION...]
+    local name=$1 batch=$2; shift 2
+    run "$name" 120 30 python3 "$(dirname "$0")/../port_bench.py" --port-dir "$port" --device "$device" \
+        --batch-size "$batch" --steps 20 --warmup 3 --json "$out/$name.json" "${port_extra[@]}" "$@"
 }
 read -r -a port_extra <<< "${PORT_BENCH_EXTRA:-}"
+before=${BEFORE_DIR:+$(cd "$BEFORE_DIR" && pwd)}
+port=$(cd "$port" && pwd)
 for b in ${PORT_BATCHES:-16 4}; do
     port_run "port-b$b-r1" "$b"
+    if [ -n "$before" ]; then
+        # From BEFORE_DIR: `python -m` puts the working directory first on sys.path.
+        (cd "$before" && python3 -c 'import prednet_keras; print(prednet_keras.__file__)' > "$out/logs/before-package.txt" \
+            && PREDNET_SOURCE_COMMIT=${BEFORE_COMMIT:?BEFORE_COMMIT: the commit BEFORE_DIR holds} \
+            bench "torch-eager-before-float32-b$b" 120 30 --backend torch --batch-size "$b")
+    fi
     bench "torch-eager-float32-b$b" 120 30 --backend torch --batch-size "$b"
     bench "jax-float32-b$b" 120 30 --backend jax --batch-size "$b"
     PREDNET_CHANNEL_MULTIPLE=8 bench "jax-float32-cm8-b$b" 120 30 --backend jax --batch-size "$b"
     bench "jax-bf16-b$b" 120 30 --backend jax --precision mixed_bfloat16 --batch-size "$b"
     PREDNET_CHANNEL_MULTIPLE=8 bench "jax-bf16-cm8-b$b" 120 30 --backend jax --precision mixed_bfloat16 --batch-size "$b"
     bench "torch-compiled-float32-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
+    bench "torch-compiled-float32-b$b-r2" 200 60 --backend torch --jit-compile --batch-size "$b"
     TORCHINDUCTOR_CUDAGRAPHS=1 bench "torch-compiled-cudagraphs-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
     port_run "port-b$b-r2" "$b"
+    if [ -n "${PERF_PROFILE:-}" ]; then
+        bench "torch-eager-float32-b$b-profile" 150 40 --backend torch --batch-size "$b" --profile "$out/profiles"
+        port_run "port-b$b-profile" "$b" --profile "$out/profiles/port-b$b"
+    fi
 done
 
 python3 - "$out" <<'EOF' | tee "$out/summary.txt"
@@ -62,8 +85,10 @@ for row in status:
     batch = int(re.search(r"-b(\d+)", name).group(1))
     if name.startswith("port"):
         fps, median, first = document["fps"], document["step_ms_median"], document["warmup_seconds"][0]
-        port_fps.setdefault(batch, []).append(fps)
+        if not name.endswith("-profile"):
+            port_fps.setdefault(batch, []).append(fps)
         note = ""
+        profile = document.get("profile")
     else:
         (result,) = document["results"]
         train = result["train"]
@@ -72,6 +97,14 @@ for row in status:
         note = f"graphs {graphs.get('after_warmup')}/{graphs.get('after_timed_steps')}" if graphs else ""
         if "torch_cudagraph_skips" in train:
             note += f"; graphs Inductor ran without CUDA graphs: {train['torch_cudagraph_skips']}"
+        if train.get("torch_inductor_cache"):
+            note += f"{'; ' if note else ''}inductor cache {train['torch_inductor_cache']}"
+        profile = train.get("profile")
+    if profile and profile.get("summary"):
+        # Busy time per profiled step of the host's busiest thread and of each GPU stream.
+        busy = [f"{line['process']}/{line['thread']} {line['busy_ms'] / profile['steps']:.1f} ms"
+                for line in profile["summary"]["timelines"][:4]]
+        note += f"{'; ' if note else ''}busy per step: {', '.join(busy)}"
     rows.append((name, batch, fps, median, first, (row["status"] + (f" ({note})" if note else ""))))
 print(f"{'configuration':<32}{'frames/s':>9}{'x port':>8}{'step ms':>9}{'1st step':>10}  status")
 for name, batch, fps, median, first, text in rows:
