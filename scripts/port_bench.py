@@ -153,16 +153,22 @@ PROFILED_STEPS = 5
 
 
 def _profile(step, folder):
-    """PROFILED_STEPS more steps under torch.profiler (prednet_keras.bench.profiling, the trace prednet-bench
-    writes), and the summary of its busiest timelines, so that the port's profile reads as ours does."""
-    from prednet_keras.bench import profiling
+    """PROFILED_STEPS more steps under torch.profiler, its Chrome trace written as FOLDER/trace.json as
+    prednet-bench --profile writes ours, and the summary of its busiest timelines, so that the two read alike."""
+    import torch
+
+    from prednet_keras.bench import format_profile_summary, summarize_profile
 
     os.makedirs(folder, exist_ok=True)
-    with profiling.trace_torch(folder):
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as profiler:
         for _ in range(PROFILED_STEPS):
             step()
-    summary = profiling.summarize(folder)
-    print(profiling.format_summary(summary, steps=PROFILED_STEPS), end="")
+    profiler.export_chrome_trace(os.path.join(folder, "trace.json"))
+    summary = summarize_profile(folder)
+    print(format_profile_summary(summary, steps=PROFILED_STEPS), end="")
     return {"steps": PROFILED_STEPS, "folder": folder, "summary": summary}
 
 

@@ -2,8 +2,9 @@
 docs/architecture.md, the map.
 
 This module is the package's face, what prednet-bench uses: a configuration (BenchConfig) and one process
-measuring each (run_benchmark, run_configuration: runner), and the results' JSON document, table and plot
-(report). Its other parts are reached by name: child (the measuring process, `python -m
+measuring each (run_benchmark, run_configuration: runner), the results' JSON document, table and plot
+(report), and where a profiler trace's time went (summarize_profile, format_profile_summary: profiling's
+summarize and format_summary, for traces made elsewhere, as scripts/port_bench.py --profile makes the port's). Its other parts are reached by name: child (the measuring process, `python -m
 prednet_keras.bench.child`, which this face must not import), measure (the timing and memory inside it) and
 profiling (a backend's profiler around some steps, and where their time went: prednet-bench --profile), and
 probes, measurements below the public faces that users run with `python -m prednet_keras.bench.probes.<probe>`:
@@ -12,6 +13,8 @@ seed_batching, chainer_unroll, torch_constants_ab, torch_scalar_operands (what e
 None of them imports a framework at module level.
 """
 
+from prednet_keras.bench.profiling import format_summary as format_profile_summary
+from prednet_keras.bench.profiling import summarize as summarize_profile
 from prednet_keras.bench.report import document, format_table, plot_results, table_rows, write_results
 from prednet_keras.bench.runner import (
     BENCH_FORMAT,
@@ -34,10 +37,12 @@ __all__ = [
     "BenchConfig",
     "BenchError",
     "document",
+    "format_profile_summary",
     "format_table",
     "plot_results",
     "run_benchmark",
     "run_configuration",
+    "summarize_profile",
     "table_rows",
     "write_results",
 ]
