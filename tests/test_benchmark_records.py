@@ -2,6 +2,7 @@
 sentence that drifts from its record fails here."""
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,23 @@ def test_the_operations_per_step_are_the_records():
     assert f"| float32, concatenations | {cats[0]} | {cats[1]} | |" in text
     # 4 layers x 10 steps x (kernel, bias): 80 concatenations forward become 8.
     assert cats[0] - cats[1] == 80 - 8
+
+
+def test_the_convolutions_views_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-conv-views-2026-12-06"
+    found = {t: json.loads((record / f"ops-{t}.json").read_text())["policies"] for t in ("before", "after")}
+    text = " ".join(BENCHMARKS.read_text().split())
+    for policy in ("float32", "mixed_bfloat16"):
+        before, after = found["before"][policy]["total"], found["after"][policy]["total"]
+        assert f"| {policy}, every operation | {before:,} | {after:,} | {100 * (after - before) / before:.1f}% |" in text
+    clones = [found[t]["float32"]["by_operation"].get("aten.clone", 0) for t in ("before", "after")]
+    assert f"| float32, copies (`aten.clone`) | {clones[0]} | {clones[1]} | |" in text
+    # Every copy removed, nothing else added: the views are permutes, which were there before too (Keras' own).
+    assert found["before"]["float32"]["total"] - found["after"]["float32"]["total"] == clones[0] - clones[1]
+    frames = json.loads((record / "cpu-frames.json").read_text())["results"]
+    median = {code: statistics.median(r["train"]["fps"] for r in frames if r["code"] == code)
+              for code in ("before", "after")}
+    assert f"gave {median['before']:.1f} frames/s before and {median['after']:.1f} after" in text
+    assert f"after / before {median['after'] / median['before']:.3f}" in text
+    assert "history identical, weights identical" in (record / "identity.txt").read_text()
+    assert "DIFFER" not in (record / "identity.txt").read_text()
