@@ -117,10 +117,30 @@ def inductor_folder():
 def inductor_environment(runtime_config, base):
     """{TORCHINDUCTOR_CACHE_DIR: the shared folder} for a torch process (environment.torch_environment) that
     compiles (`xla` on) and whose environment `base` names no folder of its own; {} otherwise (eager runs'
-    records say nothing of a cache)."""
-    if not runtime_config.xla or base.get(INDUCTOR_DIR_ENV):
+    records say nothing of a cache).
+
+    Inductor's own default folder in `base` is not the user's choice: torch writes it into its process's
+    environment when it first looks its cache up, which `import keras` on torch does (KERAS_BACKEND=torch), and
+    children inherit it."""
+    named = base.get(INDUCTOR_DIR_ENV)
+    if not runtime_config.xla or (named and not _is_inductor_default(named)):
         return {}
     return {INDUCTOR_DIR_ENV: os.fspath(inductor_folder())}
+
+
+def _is_inductor_default(folder):
+    """Whether `folder` is Inductor's default, TMPDIR/torchinductor_USER (torch's cache_dir_utils, mirrored here
+    so that nothing imports torch to ask)."""
+    import getpass
+    import re
+    import tempfile
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+    default = os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
+    return os.path.abspath(folder) == os.path.abspath(default)
 
 
 def inductor_cache_line(hits, misses, folder):

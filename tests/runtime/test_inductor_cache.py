@@ -17,6 +17,36 @@ from prednet_keras.runtime.environment import environment_for, relevant_environm
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def compile_cache_default():
+    import getpass
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
+
+
+def test_a_parent_that_imported_keras_on_torch_still_gives_its_children_the_shared_folder(tmp_path):
+    """`import keras` under KERAS_BACKEND=torch makes torch write its default folder into os.environ; a compiled
+    child started from such a process (prednet-bench with KERAS_BACKEND=torch exported) gets the shared one."""
+    pytest.importorskip("torch")
+    program = textwrap.dedent("""
+        import json, os
+        import keras
+        from prednet_keras import runtime
+        from prednet_keras.runtime.environment import environment_for
+        written = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        env = environment_for(runtime.RuntimeConfig(backend="torch", device="cpu", xla=True), dict(os.environ))
+        print(json.dumps({"written": written, "child": env["TORCHINDUCTOR_CACHE_DIR"]}))
+    """)
+    environment = {key: value for key, value in os.environ.items() if key != "TORCHINDUCTOR_CACHE_DIR"}
+    environment.update(KERAS_BACKEND="torch", KERAS_HOME=str(tmp_path / "home"), PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=environment,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["written"] == compile_cache_default()  # torch's doing, as seen in prednet-bench's parent
+    assert found["child"] == str(tmp_path / "home" / "compiled" / "torchinductor")
+
+
 def test_a_compiled_torch_process_gets_the_shared_folder_and_records_it(tmp_path, monkeypatch):
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras-home"))  # the package's cache folder, as the downloads'
     base = {}
@@ -27,6 +57,10 @@ def test_a_compiled_torch_process_gets_the_shared_folder_and_records_it(tmp_path
     own = environment_for(runtime.RuntimeConfig(backend="torch", device="cpu", xla=True),
                           {**base, "TORCHINDUCTOR_CACHE_DIR": "/somewhere/else"})
     assert own["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere/else"
+    # Inductor's own default is what torch itself writes into the environment (below), not a choice: replaced.
+    default = environment_for(runtime.RuntimeConfig(backend="torch", device="cpu", xla=True),
+                              {**base, "TORCHINDUCTOR_CACHE_DIR": compile_cache_default()})
+    assert default["TORCHINDUCTOR_CACHE_DIR"] == env["TORCHINDUCTOR_CACHE_DIR"]
     for config in (runtime.RuntimeConfig(backend="torch", device="cpu"),
                    runtime.RuntimeConfig(backend="torch", device="cpu", xla=False),
                    runtime.RuntimeConfig(backend="jax", device="cpu", xla=True),
