@@ -97,3 +97,59 @@ def test_the_convolutions_views_records():
     assert f"after / before {median['after'] / median['before']:.3f}" in text
     assert "history identical, weights identical" in (record / "identity.txt").read_text()
     assert "DIFFER" not in (record / "identity.txt").read_text()
+
+
+def _fps(path):
+    document = json.loads(path.read_text())
+    return document["fps"] if "port" in document else document["results"][0]["train"]["fps"]
+
+
+def test_the_h100_views_figures_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "h100-conv-views-2026-12-06"
+    text = " ".join(BENCHMARKS.read_text().split())
+    fps = {(call, path.stem): _fps(path) for call in (1, 2, 3, 4) for path in (record / f"call-{call}").glob("*.json")}
+    pair = lambda call, a, b: f"{fps[call, a]:,.0f} / {fps[call, b]:,.0f}"  # noqa: E731
+    port4 = ", ".join(pair(c, "port-b4-r1", "port-b4-r2") for c in (1, 3, 4))
+    assert f"| the port, each call's two rounds | {port4} (calls 1, 3, 4); {pair(2, 'port-b4-r1', 'port-b4-r2')} (call 2) | {pair(1, 'port-b16-r1', 'port-b16-r2')} |" in text
+    eager4 = ", ".join(pair(c, "torch-eager-before-float32-b4", "torch-eager-float32-b4") for c in (1, 3, 4))
+    eager16 = ", ".join(pair(c, "torch-eager-before-float32-b16", "torch-eager-float32-b16") for c in (1, 4))
+    assert f"| {eager4} | {eager16} |" in text
+    port_mean = lambda call, b: (fps[call, f"port-b{b}-r1"] + fps[call, f"port-b{b}-r2"]) / 2  # noqa: E731
+    ratios4 = ", ".join(f"{fps[c, 'torch-eager-float32-b4'] / port_mean(c, 4):.2f}x" for c in (1, 3, 4))
+    assert f"**{ratios4}** | **{fps[1, 'torch-eager-float32-b16'] / port_mean(1, 16):.2f}x** |" in text
+    compiled = [fps[2, "torch-compiled-float32-b4"], fps[2, "torch-compiled-float32-b4-r2"]]
+    assert (f"{compiled[0]:,.0f} / {compiled[1]:,.0f} (**{compiled[0] / port_mean(2, 4):.2f}x / "
+            f"{compiled[1] / port_mean(2, 4):.2f}x**)") in text
+    trains = {n: json.loads((record / "call-2" / f"{n}.json").read_text())["results"][0]["train"]
+              for n in ("torch-compiled-float32-b4", "torch-compiled-float32-b4-r2")}
+    first, later = (trains[n]["warmup_seconds"][0] for n in trains)
+    assert f"{first:.1f} s / **{later:.1f} s** (8 of 8 graphs loaded)" in text
+    assert trains["torch-compiled-float32-b4-r2"]["torch_inductor_cache"]["hits"] == 8
+    assert trains["torch-compiled-float32-b4-r2"]["torch_inductor_cache"]["misses"] == 0
+    for precision in ("float32", "bf16"):
+        plain, aligned = fps[2, f"jax-{precision}-b16"], fps[2, f"jax-{precision}-cm8-b16"]
+        assert f"{plain:,.0f} / {aligned:,.0f} ({aligned / plain:.2f}x)" in text, precision
+    gains = [fps[c, "torch-eager-float32-b16"] / fps[c, "torch-eager-before-float32-b16"] - 1 for c in (1, 4)]
+    assert f"+{100 * gains[0]:.1f}% and +{100 * gains[1]:.1f}% over the code before" in text
+    b4 = [f"{fps[c, 'torch-eager-float32-b4'] / fps[c, 'torch-eager-before-float32-b4']:.2f}" for c in (1, 3, 4)]
+    assert f"(after / before {b4[0]}, {b4[1]} and {b4[2]} in the three calls)" in text
+    # The profiles' busy times per step, as the text quotes them.
+    for name, quoted in (("torch-eager-float32-b4-profile", ("38.8 ms", "57.1 ms", "76.3 ms")),
+                         ("port-b4-profile", ("48.5 ms", "54.1 ms", "64.5 ms")),
+                         ("torch-eager-float32-b16-profile", ("108.2 ms",)), ("port-b16-profile", ("132.3 ms",))):
+        document = json.loads((record / "call-1" / f"{name}.json").read_text())
+        profile = document.get("profile") or document["results"][0]["train"]["profile"]
+        busy = {f"{line['busy_ms'] / profile['steps']:.1f} ms" for line in profile["summary"]["timelines"]}
+        assert set(quoted) <= busy, (name, busy)
+        assert all(q in text for q in quoted), name
+
+
+def test_the_readme_quotes_the_h100_eager_ratios():
+    """README's Speed section quotes the eager ratios of the H100 record; they must be the record's."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    record = ROOT / "docs" / "benchmarks" / "h100-conv-views-2026-12-06"
+    fps = {(c, p.stem): _fps(p) for c in (1, 3, 4) for p in (record / f"call-{c}").glob("*.json")}
+    ratio = lambda c, b: fps[c, f"torch-eager-float32-b{b}"] / ((fps[c, f"port-b{b}-r1"] + fps[c, f"port-b{b}-r2"]) / 2)  # noqa: E731
+    low, high = min(ratio(c, 4) for c in (1, 3, 4)), max(ratio(c, 4) for c in (1, 3, 4))
+    assert f"{ratio(1, 16):.2f}x the port at batch 16" in readme
+    assert f"at {low:.2f}-{high:.2f}x it at batch 4" in readme
