@@ -153,3 +153,18 @@ def test_the_readme_quotes_the_h100_eager_ratios():
     low, high = min(ratio(c, 4) for c in (1, 3, 4)), max(ratio(c, 4) for c in (1, 3, 4))
     assert f"{ratio(1, 16):.2f}x the port at batch 16" in readme
     assert f"at {low:.2f}-{high:.2f}x it at batch 4" in readme
+
+
+def test_the_compile_times_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-compile-times-2026-12-06"
+    first, later = (json.loads((record / f"{name}.json").read_text()) for name in ("first", "later"))
+    text = " ".join(BENCHMARKS.read_text().split())
+    phases = later["phases"]
+    assert (f"the first call took {first['first_call_seconds']:.1f} s with the empty cache and "
+            f"{later['first_call_seconds']:.1f} s in the later process, where TorchDynamo's "
+            f"{phases['_compile.compile_inner']['calls']} frames took {phases['_compile.compile_inner']['seconds']:.1f} s: "
+            f"{phases['bytecode_tracing']['seconds']:.1f} s tracing bytecode and "
+            f"{phases['OutputGraph.call_user_compiler']['seconds']:.1f} s handing the graphs") in text
+    # The later process compiled nothing: Inductor's code generation did not run, its graphs came from the cache.
+    assert "GraphLowering.codegen" in first["phases"] and "GraphLowering.codegen" not in phases
+    assert "check_fn.guards_state must not be None" in (record / "precompile.txt").read_text()
