@@ -50,6 +50,10 @@ def main(argv=None):
     result = {"torch": torch.__version__, "keras": keras.__version__,
               "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
               "first_call_seconds": round(calls[0], 3), "second_call_seconds": round(calls[1], 3),
+              # TorchDynamo's frames by time, largest first: the model's forward is one frame.
+              "largest_frames_seconds": sorted((round(t, 3) for t in
+                                                torch._dynamo.utils.compilation_time_metrics.get(
+                                                    "_compile.compile_inner", [])), reverse=True)[:5],
               "phases": {name: {"calls": n, "seconds": round(s, 3)} for name, (n, s) in
                          sorted(phases.items(), key=lambda item: -item[1][1])}}
     with open(args.json, "x") as handle:

@@ -165,6 +165,7 @@ def test_the_compile_times_are_the_records():
             f"{phases['_compile.compile_inner']['calls']} frames took {phases['_compile.compile_inner']['seconds']:.1f} s: "
             f"{phases['bytecode_tracing']['seconds']:.1f} s tracing bytecode and "
             f"{phases['OutputGraph.call_user_compiler']['seconds']:.1f} s handing the graphs") in text
+    assert f"The largest frame, {later['largest_frames_seconds'][0]:.1f} s, is the one that holds the model's forward" in text
     # The later process compiled nothing: Inductor's code generation did not run, its graphs came from the cache.
     assert "GraphLowering.codegen" in first["phases"] and "GraphLowering.codegen" not in phases
     assert "check_fn.guards_state must not be None" in (record / "precompile.txt").read_text()

@@ -4,7 +4,8 @@ docs/architecture.md, the map.
 This module is the package's face, what prednet-bench uses: a configuration (BenchConfig) and one process
 measuring each (run_benchmark, run_configuration: runner), the results' JSON document, table and plot
 (report), and where a profiler trace's time went (summarize_profile, format_profile_summary: profiling's
-summarize and format_summary, for traces made elsewhere, as scripts/port_bench.py --profile makes the port's). Its other parts are reached by name: child (the measuring process, `python -m
+summarize and format_summary, for traces made elsewhere, as scripts/port_bench.py --profile makes the
+port's). Its other parts are reached by name: child (the measuring process, `python -m
 prednet_keras.bench.child`, which this face must not import), measure (the timing and memory inside it) and
 profiling (a backend's profiler around some steps, and where their time went: prednet-bench --profile), and
 probes, measurements below the public faces that users run with `python -m prednet_keras.bench.probes.<probe>`:

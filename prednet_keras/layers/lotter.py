@@ -731,9 +731,9 @@ def _channels_last_through_channels_first(operation, x, *args, **kwargs):
 
     On eager torch, Keras' channels_last convolution copies its input twice (to channels_first memory, then
     back to channels_last memory, the layout it runs in) and its kernel once, and its pooling copies its input
-    once, each copy an operation with its backward. The transposed view is already a channels_first tensor in
-    channels_last memory: torch runs the same kernel on the same memory without the copies, and its output,
-    transposed back, is the channels_last tensor Keras would give (the same bits: tests/layers/test_kernels_once.py).
-    """
+    once, each an operation dispatched from Python. The transposed view is already a channels_first tensor in
+    channels_last memory: torch runs the same kernel on the same memory without copying the input (the kernel's
+    layout is converted inside torch's convolution instead), and its output, transposed back, is the
+    channels_last tensor Keras would give (the same bits: tests/layers/test_kernels_once.py)."""
     y = operation(ops.transpose(x, (0, 3, 1, 2)), *args, data_format="channels_first", **kwargs)
     return ops.transpose(y, (0, 2, 3, 1))

@@ -101,7 +101,7 @@ for row in status:
             note += f"{'; ' if note else ''}inductor cache {train['torch_inductor_cache']}"
         profile = train.get("profile")
     if profile and profile.get("summary"):
-        # Busy time per profiled step of the host's busiest thread and of each GPU stream.
+        # Busy time per profiled step of the four busiest timelines (host threads, GPU streams).
         busy = [f"{line['process']}/{line['thread']} {line['busy_ms'] / profile['steps']:.1f} ms"
                 for line in profile["summary"]["timelines"][:4]]
         note += f"{'; ' if note else ''}busy per step: {', '.join(busy)}"
