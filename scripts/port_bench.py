@@ -153,20 +153,14 @@ PROFILED_STEPS = 5
 
 
 def _profile(step, folder):
-    """PROFILED_STEPS more steps under torch.profiler, its Chrome trace written as FOLDER/trace.json as
-    prednet-bench --profile writes ours, and the summary of its busiest timelines, so that the two read alike."""
-    import torch
-
-    from prednet_keras.bench import format_profile_summary, summarize_profile
+    """PROFILED_STEPS more steps under torch.profiler, traced and summarised as prednet-bench --profile does
+    ours (FOLDER/trace.json, the busiest timelines), so that the two read alike."""
+    from prednet_keras.bench import format_profile_summary, summarize_profile, trace_torch
 
     os.makedirs(folder, exist_ok=True)
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if torch.cuda.is_available():
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with torch.profiler.profile(activities=activities) as profiler:
+    with trace_torch(folder):
         for _ in range(PROFILED_STEPS):
             step()
-    profiler.export_chrome_trace(os.path.join(folder, "trace.json"))
     summary = summarize_profile(folder)
     print(format_profile_summary(summary, steps=PROFILED_STEPS), end="")
     return {"steps": PROFILED_STEPS, "folder": folder, "summary": summary}

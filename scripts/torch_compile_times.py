@@ -1,9 +1,9 @@
 """Where a compiled torch training step's first call spends its time: torch.compile's own phase timings.
 
 Builds Lotter's PredNet (3 layers 3,4,8 at 16x16, nt 4, batch 2 by default), compiles its Keras training step
-(`jit_compile=True`) and times its first two `train_on_batch` calls, then prints what `torch._dynamo.utils.compile_times` shows,
-summed per phase (TorchDynamo's tracing of Python, AOT autograd, Inductor's code generation and loading) and the
-frames TorchDynamo traced. Run it twice with one TORCHINDUCTOR_CACHE_DIR: the second run shows what a later
+(`jit_compile=True`) and times its first two `train_on_batch` calls, then writes what
+`torch._dynamo.utils.compile_times` shows, summed per phase (TorchDynamo's tracing of Python, AOT autograd,
+Inductor's code generation and loading), and the seconds of TorchDynamo's five largest frames. Run it twice with one TORCHINDUCTOR_CACHE_DIR: the second run shows what a later
 process still spends when every graph comes from Inductor's cache (docs/benchmarks.md).
 
     TORCHINDUCTOR_CACHE_DIR=DIR KERAS_BACKEND=torch python scripts/torch_compile_times.py --json first.json
@@ -46,14 +46,14 @@ def main(argv=None):
         model.train_on_batch(frames, zeros)
         calls.append(time.perf_counter() - started)
     # What compile_times() prints: per phase (functions torch marks dynamo_timed), the seconds of each call.
-    phases = {name: (len(times), sum(times)) for name, times in torch._dynamo.utils.compilation_time_metrics.items()}
+    metrics = torch._dynamo.utils.compilation_time_metrics
+    phases = {name: (len(times), sum(times)) for name, times in metrics.items()}
     result = {"torch": torch.__version__, "keras": keras.__version__,
               "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
               "first_call_seconds": round(calls[0], 3), "second_call_seconds": round(calls[1], 3),
               # TorchDynamo's frames by time, largest first: the model's forward is one frame.
-              "largest_frames_seconds": sorted((round(t, 3) for t in
-                                                torch._dynamo.utils.compilation_time_metrics.get(
-                                                    "_compile.compile_inner", [])), reverse=True)[:5],
+              "largest_frames_seconds": sorted((round(t, 3) for t in metrics.get("_compile.compile_inner", [])),
+                                               reverse=True)[:5],
               "phases": {name: {"calls": n, "seconds": round(s, 3)} for name, (n, s) in
                          sorted(phases.items(), key=lambda item: -item[1][1])}}
     with open(args.json, "x") as handle:

@@ -3,9 +3,9 @@ docs/architecture.md, the map.
 
 This module is the package's face, what prednet-bench uses: a configuration (BenchConfig) and one process
 measuring each (run_benchmark, run_configuration: runner), the results' JSON document, table and plot
-(report), and where a profiler trace's time went (summarize_profile, format_profile_summary: profiling's
-summarize and format_summary, for traces made elsewhere, as scripts/port_bench.py --profile makes the
-port's). Its other parts are reached by name: child (the measuring process, `python -m
+(report), and torch.profiler's trace of plain torch code with where its time went (trace_torch,
+summarize_profile, format_profile_summary: profiling's trace_torch, summarize and format_summary, as
+scripts/port_bench.py --profile traces the port). Its other parts are reached by name: child (the measuring process, `python -m
 prednet_keras.bench.child`, which this face must not import), measure (the timing and memory inside it) and
 profiling (a backend's profiler around some steps, and where their time went: prednet-bench --profile), and
 probes, measurements below the public faces that users run with `python -m prednet_keras.bench.probes.<probe>`:
@@ -16,6 +16,7 @@ None of them imports a framework at module level.
 
 from prednet_keras.bench.profiling import format_summary as format_profile_summary
 from prednet_keras.bench.profiling import summarize as summarize_profile
+from prednet_keras.bench.profiling import trace_torch
 from prednet_keras.bench.report import document, format_table, plot_results, table_rows, write_results
 from prednet_keras.bench.runner import (
     BENCH_FORMAT,
@@ -45,5 +46,6 @@ __all__ = [
     "run_configuration",
     "summarize_profile",
     "table_rows",
+    "trace_torch",
     "write_results",
 ]
