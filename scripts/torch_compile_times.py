@@ -1,13 +1,20 @@
 """Where a compiled torch training step's first call spends its time: torch.compile's own phase timings.
 
-Builds Lotter's PredNet (3 layers 3,4,8 at 16x16, nt 4, batch 2 by default), compiles its Keras training step
-(`jit_compile=True`) and times its first two `train_on_batch` calls, then writes what
-`torch._dynamo.utils.compile_times` shows, summed per phase (TorchDynamo's tracing of Python, AOT autograd,
-Inductor's code generation and loading), and the seconds of TorchDynamo's five largest frames. Run it twice with one TORCHINDUCTOR_CACHE_DIR: the second run shows what a later
-process still spends when every graph comes from Inductor's cache (docs/benchmarks.md).
+Builds Lotter's PredNet as prednet-train and prednet-bench build it (`session.recipe_training.build_model`
+with `jit_compile=True`: 3 layers 3,4,8 at 16x16, nt 4, batch 2 by default), runs its first two training steps
+through `model.fit` as they do, one step per `fit`, with the frames already torch tensors as fit's data
+adapter hands them over, and times each; then writes what `torch._dynamo.utils.compile_times` shows, summed per
+phase (TorchDynamo's tracing of Python, AOT autograd, Inductor's code generation and loading), the seconds of
+TorchDynamo's five largest frames, and the graph breaks TorchDynamo counted. Run it twice with one
+TORCHINDUCTOR_CACHE_DIR: the second run shows what a later process still spends when every graph comes from
+Inductor's cache (docs/benchmarks.md).
 
     TORCHINDUCTOR_CACHE_DIR=DIR KERAS_BACKEND=torch python scripts/torch_compile_times.py --json first.json
     TORCHINDUCTOR_CACHE_DIR=DIR KERAS_BACKEND=torch python scripts/torch_compile_times.py --json later.json
+
+(Before 2026-12-07 it called `train_on_batch` with NumPy arrays on a model without `settle_gradients`: NumPy
+inputs break TorchDynamo's graph at Keras' input conversion, and the second call compiled again, so its figures
+were of a path prednet-train does not take.)
 """
 
 import argparse
@@ -30,20 +37,19 @@ def main(argv=None):
     import numpy as np
     import torch
 
-    import prednet_keras
+    from prednet_keras.options.recipe import TrainConfig
+    from prednet_keras.session import recipe_training
 
     torch.set_num_threads(args.threads)
-    stack = (3, 4, 8)
-    model = prednet_keras.build_training_model(
-        nt=4, frame_shape=(16, 16, 3), layer_loss_weights="L_0", stack_sizes=stack, R_stack_sizes=stack,
-        A_filt_sizes=(3,) * 2, Ahat_filt_sizes=(3,) * 3, R_filt_sizes=(3,) * 3, unroll=True)
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss="mean_absolute_error", jit_compile=True)
-    frames = np.random.default_rng(0).random((2, 4, 16, 16, 3), dtype=np.float32)
-    zeros = np.zeros((2, 1), np.float32)
+    config = TrainConfig(stack_sizes=(3, 4, 8), nt=4, batch_size=2, val_sequences=0, unroll=True).resolved()
+    model, _ = recipe_training.build_model(config, (16, 16, 3), jit_compile=True)
+    # What fit's data adapter hands the compiled step: torch tensors (NumPy arrays would break its graph).
+    frames = keras.ops.convert_to_tensor(np.random.default_rng(0).random((2, 4, 16, 16, 3), dtype=np.float32))
+    zeros = keras.ops.zeros((2, 1))
     calls = []
     for _ in range(2):
         started = time.perf_counter()
-        model.train_on_batch(frames, zeros)
+        model.fit(frames, zeros, batch_size=2, epochs=1, shuffle=False, verbose=0)
         calls.append(time.perf_counter() - started)
     # What compile_times() prints: per phase (functions torch marks dynamo_timed), the seconds of each call.
     metrics = torch._dynamo.utils.compilation_time_metrics
@@ -51,6 +57,7 @@ def main(argv=None):
     result = {"torch": torch.__version__, "keras": keras.__version__,
               "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
               "first_call_seconds": round(calls[0], 3), "second_call_seconds": round(calls[1], 3),
+              "graph_breaks": sum(torch._dynamo.utils.counters["graph_break"].values()),
               # TorchDynamo's frames by time, largest first: the model's forward is one frame.
               "largest_frames_seconds": sorted((round(t, 3) for t in metrics.get("_compile.compile_inner", [])),
                                                reverse=True)[:5],

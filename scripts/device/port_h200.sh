@@ -17,6 +17,8 @@
 #   jax-float32-bB                 ours, JAX (the GPU default)
 #   jax-float32-cm8-bB             the same with PREDNET_CHANNEL_MULTIPLE=8 (layers/channel_alignment.py)
 #   jax-bf16-bB, jax-bf16-cm8-bB   JAX mixed_bfloat16, without and with the channel alignment
+#   torch-compiled-before-float32-bB, torch-compiled-before-float32-bB-r2
+#                                  with BEFORE_DIR set: the next two with that code, in a cache of their own
 #   torch-compiled-float32-bB      ours, PyTorch backend, torch.compile (--jit-compile)
 #   torch-compiled-float32-bB-r2   the same in a later process, which finds Inductor's cache the first one left
 #                                  (runtime/compile_cache.py): its first step is the one issue 40 wants under 30 s
@@ -59,6 +61,13 @@ for b in ${PORT_BATCHES:-16 4}; do
     PREDNET_CHANNEL_MULTIPLE=8 bench "jax-float32-cm8-b$b" 120 30 --backend jax --batch-size "$b"
     bench "jax-bf16-b$b" 120 30 --backend jax --precision mixed_bfloat16 --batch-size "$b"
     PREDNET_CHANNEL_MULTIPLE=8 bench "jax-bf16-cm8-b$b" 120 30 --backend jax --precision mixed_bfloat16 --batch-size "$b"
+    if [ -n "$before" ]; then
+        # Its own Inductor cache (KERAS_HOME), so that the code after finds none of the graphs it compiled.
+        for r in "" -r2; do
+            (cd "$before" && KERAS_HOME="$out/keras-home-before" PREDNET_SOURCE_COMMIT=$BEFORE_COMMIT \
+                bench "torch-compiled-before-float32-b$b$r" 300 60 --backend torch --jit-compile --batch-size "$b")
+        done
+    fi
     bench "torch-compiled-float32-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
     bench "torch-compiled-float32-b$b-r2" 200 60 --backend torch --jit-compile --batch-size "$b"
     TORCHINDUCTOR_CUDAGRAPHS=1 bench "torch-compiled-cudagraphs-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
@@ -106,14 +115,14 @@ for row in status:
                 for line in profile["summary"]["timelines"][:4]]
         note += f"{'; ' if note else ''}busy per step: {', '.join(busy)}"
     rows.append((name, batch, fps, median, first, (row["status"] + (f" ({note})" if note else ""))))
-print(f"{'configuration':<32}{'frames/s':>9}{'x port':>8}{'step ms':>9}{'1st step':>10}  status")
+print(f"{'configuration':<38}{'frames/s':>9}{'x port':>8}{'step ms':>9}{'1st step':>10}  status")
 for name, batch, fps, median, first, text in rows:
     if fps is None:
-        print(f"{name:<32}{'-':>9}{'-':>8}{'-':>9}{'-':>10}  {text}")
+        print(f"{name:<38}{'-':>9}{'-':>8}{'-':>9}{'-':>10}  {text}")
         continue
     # No port at this batch size in this call (PERF_ONLY left it out): no ratio.
     ratio = f"{fps / statistics.mean(port_fps[batch]):.2f}x" if port_fps.get(batch) else "-"
-    print(f"{name:<32}{fps:>9.0f}{ratio:>8}{median:>9.1f}{first:>9.1f}s  {text}")
+    print(f"{name:<38}{fps:>9.0f}{ratio:>8}{median:>9.1f}{first:>9.1f}s  {text}")
 print("x port: against the mean of the port's rounds at that batch size; '1st step' includes compilation.")
 EOF
 echo "total $(( $(date +%s) - started ))s; results in $dest (summary.txt, status.tsv, $script.tgz)"
