@@ -169,3 +169,28 @@ def test_the_compile_times_are_the_records():
     # The later process compiled nothing: Inductor's code generation did not run, its graphs came from the cache.
     assert "GraphLowering.codegen" in first["phases"] and "GraphLowering.codegen" not in phases
     assert "check_fn.guards_state must not be None" in (record / "precompile.txt").read_text()
+
+
+def test_the_compiled_step_traced_once_figures_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-compile-once-2026-12-06"
+    times = {name: json.loads((record / f"{name}.json").read_text())
+             for name in ("before-first", "before-later", "after-first", "after-later")}
+    bench = {name: json.loads((record / "bench" / f"{name}.json").read_text())["results"][0]["train"]
+             for name in ("before-r1", "after-r1", "before-r2", "after-r2")}
+    text = " ".join(BENCHMARKS.read_text().split())
+    # The two parts have no graph break and never start an analysis over; Keras' step has and does.
+    assert [times[n]["graph_breaks"] for n in times] == [2, 2, 0, 0]
+    assert all("compile_attempt_1" in times[n]["phases"] for n in ("before-first", "before-later"))
+    assert not any("compile_attempt_1" in times[n]["phases"] for n in ("after-first", "after-later"))
+    first = {n: f"{t['first_call_seconds']:.1f} s" for n, t in times.items()}
+    tracing = {n: f"{times[n]['phases']['bytecode_tracing']['seconds']:.1f} s" for n in ("before-later", "after-later")}
+    assert f"| the first step, empty cache | {first['before-first']} | {first['after-first']} |" in text
+    assert (f"| the first step, a later process (every graph from the cache) | {first['before-later']} | "
+            f"**{first['after-later']}** |") in text
+    assert f"| of which TorchDynamo tracing bytecode | {tracing['before-later']} | {tracing['after-later']} |" in text
+    fps = {n: f"{t['fps']:.1f}" for n, t in bench.items()}
+    assert f"{fps['before-r1']} / {fps['after-r1']} frames/s in the first round" in text
+    assert f"{fps['before-r2']} / {fps['after-r2']} in the second" in text
+    assert (f"first step took {bench['before-r2']['warmup_seconds'][0]:.1f} s before and "
+            f"{bench['after-r2']['warmup_seconds'][0]:.1f} s after") in text
+    assert "history identical, weights identical" in (record / "identity.txt").read_text()
