@@ -575,6 +575,11 @@ class PredNet(keras.layers.RNN):
             return_all_outputs=self.return_sequences,
         )
 
+    def get_initial_state(self, batch_size):
+        # keras.layers.RNN's first tests whether the cell has the method (`if getattr(...)`), which
+        # TorchDynamo in torch 2.11 cannot trace: a graph break in the compiled forward pass.
+        return self.cell.get_initial_state(batch_size=batch_size)
+
     def _to_channels_last_shape(self, shape):
         shape = tuple(shape)
         if self.data_format == "channels_first":
