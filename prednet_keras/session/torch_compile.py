@@ -101,7 +101,13 @@ def compile_training_step(model):
     def as_tensor(value):
         return value if value is None else keras.ops.convert_to_tensor(value)
 
+    from torch._inductor import config as inductor_config
+
     def train_function(data):
+        if inductor_config.triton.cudagraphs:
+            # A new step: Inductor's CUDA graphs may reuse the last step's output memory, which the
+            # backward pass of this step no longer reads (without it, the backward fails on the GPU).
+            torch.compiler.cudagraph_mark_step_begin()
         # train_on_batch hands over NumPy arrays, which would break the graph at Keras' input conversion.
         x, y, sample_weight = unpack_x_y_sample_weight(keras.tree.map_structure(as_tensor, data[0]))
         y_pred, loss = forward(x, y, sample_weight)

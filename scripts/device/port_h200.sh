@@ -64,7 +64,7 @@ for b in ${PORT_BATCHES:-16 4}; do
     if [ -n "$before" ]; then
         # Its own Inductor cache (KERAS_HOME), so that the code after finds none of the graphs it compiled.
         for r in "" -r2; do
-            (cd "$before" && KERAS_HOME="$out/keras-home-before" PREDNET_SOURCE_COMMIT=$BEFORE_COMMIT \
+            (cd "$before" && KERAS_HOME="$out-keras-home-before" PREDNET_SOURCE_COMMIT=$BEFORE_COMMIT \
                 bench "torch-compiled-before-float32-b$b$r" 300 60 --backend torch --jit-compile --batch-size "$b")
         done
     fi
