@@ -2,6 +2,7 @@
 at the smallest settings, and what it writes read back; and their --help, which imports no framework. The two
 on JAX compile a window model (10-30 s): slow, in the full suite only."""
 
+import importlib.util
 import json
 import math
 import os
@@ -11,7 +12,7 @@ import sys
 
 import pytest
 
-PROBES = ("seed_batching", "chainer_unroll", "torch_constants_ab", "torch_scalar_operands")
+PROBES = ("seed_batching", "chainer_unroll", "torch_constants_ab", "torch_scalar_operands", "torch_compile_times")
 FRAMEWORKS = ("keras", "tensorflow", "jax", "torch")
 
 
@@ -127,3 +128,19 @@ def test_seed_batching_keeps_each_seeds_numbers_one_program_and_stateless(tmp_pa
         assert result[way]["identical"], (way, result[way])
         assert result[way]["max_weight_difference"] == 0.0 and result[way]["max_relative_loss_difference"] == 0.0
     assert result["vmap"]["seeds"] == 2 and result["vmap"]["max_weight_difference"] >= 0.0
+
+
+# Slow: TorchDynamo traces a compiled PredNet step twice over (about 40 s on 2 cores), no code generated.
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_torch_compile_times_times_the_step_traced_once(tmp_path):
+    done = run_probe("torch_compile_times", "--json", tmp_path / "times.json", "--no-inductor", backend="torch",
+                     cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    times = json.loads((tmp_path / "times.json").read_text())
+    assert times["inductor"] is False and times["graph_breaks"] == 0
+    assert positive(times["first_call_seconds"]) and times["second_call_seconds"] < times["first_call_seconds"]
+    # TorchDynamo traced (two frames: the forward pass with the loss, the update) and never started over.
+    assert times["phases"]["_compile.compile_inner"]["calls"] == 2 and positive(times["phases"]["bytecode_tracing"]["seconds"])
+    assert "compile_attempt_1" not in times["phases"]
+    assert "first call" in done.stdout

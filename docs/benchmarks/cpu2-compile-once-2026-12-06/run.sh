@@ -4,6 +4,7 @@
 # side, each side with a fresh Inductor cache of its own.
 #   bash run.sh BEFORE AFTER OUT
 before=${1:?usage: run.sh BEFORE AFTER OUT}; after=${2:?}; out=${3:?}
+# (Since moved: python -m prednet_keras.bench.probes.torch_compile_times, the same program.)
 script=$(cd "$(dirname "$0")/../../../scripts" && pwd)/torch_compile_times.py
 mkdir -p "$out"
 for side in before after; do

@@ -9,12 +9,16 @@ TorchDynamo's five largest frames, and the graph breaks TorchDynamo counted. Run
 TORCHINDUCTOR_CACHE_DIR: the second run shows what a later process still spends when every graph comes from
 Inductor's cache (docs/benchmarks.md).
 
-    TORCHINDUCTOR_CACHE_DIR=DIR KERAS_BACKEND=torch python scripts/torch_compile_times.py --json first.json
-    TORCHINDUCTOR_CACHE_DIR=DIR KERAS_BACKEND=torch python scripts/torch_compile_times.py --json later.json
+    TORCHINDUCTOR_CACHE_DIR=DIR KERAS_BACKEND=torch python -m prednet_keras.bench.probes.torch_compile_times \
+        --json first.json          # then the same with --json later.json
 
-(Before 2026-12-07 it called `train_on_batch` with NumPy arrays on a model without `settle_gradients`: NumPy
-inputs break TorchDynamo's graph at Keras' input conversion, and the second call compiled again, so its figures
-were of a path prednet-train does not take.)
+--no-inductor compiles with torch.compile's "aot_eager" backend instead: TorchDynamo and AOT autograd as
+always, no code generated, so the tracing phases show in well under a minute (the test's setting).
+
+Until this move it was scripts/torch_compile_times.py (last changed in 76810bb), the name docs/benchmarks.md's
+records give. Before 76810bb it called `train_on_batch` with NumPy arrays on a model without `settle_gradients`:
+NumPy inputs break TorchDynamo's graph at Keras' input conversion and the second call compiled again, so its
+figures were of a path prednet-train does not take.
 """
 
 import argparse
@@ -25,9 +29,11 @@ import time
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m prednet_keras.bench.probes.torch_compile_times",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--json", required=True, help="where the timings go (must not exist)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-inductor", action="store_true", help='torch.compile\'s "aot_eager" backend: tracing only')
     args = parser.parse_args(argv)
     if os.environ.get("KERAS_BACKEND") != "torch":
         parser.error("set KERAS_BACKEND=torch")
@@ -41,6 +47,9 @@ def main(argv=None):
     from prednet_keras.session import recipe_training
 
     torch.set_num_threads(args.threads)
+    if args.no_inductor:
+        compile_ = torch.compile
+        torch.compile = lambda fn=None, **kwargs: compile_(fn, backend="aot_eager", **kwargs)
     config = TrainConfig(stack_sizes=(3, 4, 8), nt=4, batch_size=2, val_sequences=0, unroll=True).resolved()
     model, _ = recipe_training.build_model(config, (16, 16, 3), jit_compile=True)
     # What fit's data adapter hands the compiled step: torch tensors (NumPy arrays would break its graph).
@@ -55,7 +64,7 @@ def main(argv=None):
     metrics = torch._dynamo.utils.compilation_time_metrics
     phases = {name: (len(times), sum(times)) for name, times in metrics.items()}
     result = {"torch": torch.__version__, "keras": keras.__version__,
-              "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+              "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"), "inductor": not args.no_inductor,
               "first_call_seconds": round(calls[0], 3), "second_call_seconds": round(calls[1], 3),
               "graph_breaks": sum(torch._dynamo.utils.counters["graph_break"].values()),
               # TorchDynamo's frames by time, largest first: the model's forward is one frame.
