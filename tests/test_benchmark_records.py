@@ -232,3 +232,17 @@ def test_the_h200_compiled_figures_are_the_records():
     assert f"**{cudagraphs['fps']:,.0f} frames/s**" in text and f"the port {port5:,.0f}" in text
     assert f"({cudagraphs['fps'] / port5:.2f}x)" in text
     assert "Gradient addition node" in (record / "call-3" / "logs" / "torch-compiled-cudagraphs-b4.log").read_text()
+
+
+def test_the_readme_quotes_the_h200_compiled_figures():
+    record = ROOT / "docs" / "benchmarks" / "h200-compile-once-2026-12-06" / "call-2"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+
+    def fps(name):
+        document = json.loads((record / f"{name}.json").read_text())
+        return document["fps"] if name.startswith("port") else document["results"][0]["train"]["fps"]
+
+    ours = {b: fps(f"torch-compiled-float32-b{b}") for b in (4, 16)}
+    port = {b: statistics.mean(fps(f"port-b{b}-r{r}") for r in (1, 2)) for b in (4, 16)}
+    assert f"trains at {ours[4]:,.0f} / {ours[16]:,.0f} frames/s at batch 4 / 16 compiled" in readme
+    assert f"{ours[4] / port[4]:.2f}x / {ours[16] / port[16]:.2f}x the port in the same call" in readme
