@@ -6,7 +6,7 @@ Keras compiles its whole training step with torch.compile. Its step calls `loss.
 TorchDynamo does not trace: a graph break. At a graph break TorchDynamo starts its analysis of the frame
 over, to compile the part before the break, and the break is inside `train_step`, which Keras' compiled
 function calls: so the forward pass, nearly all of the tracing, was traced three times (Keras'
-function, then `train_step` as its own frame, twice). That tracing is what a later process still spends
+function, then `train_step` as its own frame, twice; torch 2.13). That tracing is what a later process still spends
 when every graph comes from Inductor's cache. `compile_training_step` gives the model a training
 function of two compiled parts without a break, the backward between them: the forward pass with the
 loss, and the weight update with the metrics: Keras' operations, traced once.
