@@ -117,7 +117,10 @@ def test_ctrl_c_meant_for_the_run_leaves_its_error_output_working():
         except KeyboardInterrupt:
             print("Interrupted: the run says so", file=sys.stderr, flush=True)
             sys.exit(130)
-    """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        # As from a terminal: Ctrl-C's default. A test process that ignores SIGINT (an earlier test in the same
+        # worker may have left it so) would pass that on, and the child would sleep through it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert child.stdout.readline() == b"ready\n"
     os.killpg(child.pid, signal.SIGINT)  # as a terminal's Ctrl-C reaches its foreground group
     _, err = child.communicate(timeout=30)

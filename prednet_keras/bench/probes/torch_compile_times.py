@@ -35,11 +35,14 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-inductor", action="store_true", help='torch.compile\'s "aot_eager" backend: tracing only')
     args = parser.parse_args(argv)
-    if os.environ.get("KERAS_BACKEND") != "torch":
-        parser.error("set KERAS_BACKEND=torch")
     if os.path.exists(args.json):
         parser.error(f"{args.json}: already exists; not overwritten")
     import keras
+
+    from prednet_keras import backends
+
+    if backends.find(keras.backend.backend()) is not backends.TORCH:
+        parser.error("set KERAS_BACKEND=torch")
     import numpy as np
     import torch
 
@@ -63,7 +66,8 @@ def main(argv=None):
     # What compile_times() prints: per phase (functions torch marks dynamo_timed), the seconds of each call.
     metrics = torch._dynamo.utils.compilation_time_metrics
     phases = {name: (len(times), sum(times)) for name, times in metrics.items()}
-    result = {"torch": torch.__version__, "keras": keras.__version__,
+    # The versions keyed by package as keyword arguments: only backends.py writes a backend's name as a key.
+    result = {**dict(torch=torch.__version__, keras=keras.__version__),
               "inductor_cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"), "inductor": not args.no_inductor,
               "first_call_seconds": round(calls[0], 3), "second_call_seconds": round(calls[1], 3),
               "graph_breaks": sum(torch._dynamo.utils.counters["graph_break"].values()),
