@@ -37,6 +37,7 @@ def main(result_path, steps=4):
     keras_step, _ = recipe_training.build_model(config, (8, 8, 3), True)
     keras_step.set_weights(eager.get_weights())
     keras_step.make_train_function(force=True)  # Keras' one compiled step instead of the two graphs
+    torch_compile.settle_gradients(keras_step)  # as build_model does where Keras' step stays
 
     result = {"eager": [], "compiled": [], "keras_step": [], "graphs": []}
 

@@ -114,9 +114,9 @@ def build_model(config, frame_shape, jit_compile):
         metrics=[LastBatchLoss()],
         jit_compile=jit_compile,
     )
-    if jit_compile is True:
-        # On torch: the step traced once, and compiled once (see torch_compile).
-        torch_compile.compile_training_step(model)
+    # On torch: the step traced once, and compiled once; where Keras' own step stays, its gradients settled
+    # first (see torch_compile).
+    if jit_compile is True and not torch_compile.compile_training_step(model):
         torch_compile.settle_gradients(model)
     return model, kwargs
 

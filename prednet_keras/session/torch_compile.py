@@ -11,11 +11,12 @@ when every graph comes from Inductor's cache. `compile_training_step` gives the 
 function of two compiled parts without a break, the backward between them: the forward pass with the
 loss, and the weight update with the metrics: Keras' operations, traced once.
 
-TorchDynamo guards the compiled code on the Python state it read. Keras' own compiled step read
+TorchDynamo guards the compiled code on the Python state it read. Keras' own compiled step reads
 whether each weight's `.grad` is None (its train_step calls `zero_grad()`, which tests it): None
 before the first step, a tensor after it, so its second step would compile the whole step again
-(minutes for PredNet). `settle_gradients` gives every trainable weight its gradient tensor before the
-first step, so the first compilation is the only one, for Keras' step too.
+(minutes for PredNet). Where a model keeps Keras' step (`compile_training_step` declines),
+`settle_gradients` gives every trainable weight its gradient tensor before the first step, so the
+first compilation is the only one. The two parts call `zero_grad()` outside the compiled code.
 
 This module imports torch only when the torch backend is in use.
 """

@@ -47,14 +47,15 @@ port_run() {  # NAME BATCH [OPTION...]
 }
 read -r -a port_extra <<< "${PORT_BENCH_EXTRA:-}"
 before=${BEFORE_DIR:+$(cd "$BEFORE_DIR" && pwd)}
+bench_before() {  # bench NAME ... with the code in BEFORE_DIR: `python -m` puts the working directory first on sys.path
+    (cd "$before" && PREDNET_SOURCE_COMMIT=${BEFORE_COMMIT:?BEFORE_COMMIT: the commit BEFORE_DIR holds} bench "$@")
+}
 port=$(cd "$port" && pwd)
 for b in ${PORT_BATCHES:-16 4}; do
     port_run "port-b$b-r1" "$b"
     if [ -n "$before" ]; then
-        # From BEFORE_DIR: `python -m` puts the working directory first on sys.path.
-        (cd "$before" && python3 -c 'import prednet_keras; print(prednet_keras.__file__)' > "$out/logs/before-package.txt" \
-            && PREDNET_SOURCE_COMMIT=${BEFORE_COMMIT:?BEFORE_COMMIT: the commit BEFORE_DIR holds} \
-            bench "torch-eager-before-float32-b$b" 120 30 --backend torch --batch-size "$b")
+        (cd "$before" && python3 -c 'import prednet_keras; print(prednet_keras.__file__)') > "$out/logs/before-package.txt"
+        bench_before "torch-eager-before-float32-b$b" 120 30 --backend torch --batch-size "$b"
     fi
     bench "torch-eager-float32-b$b" 120 30 --backend torch --batch-size "$b"
     bench "jax-float32-b$b" 120 30 --backend jax --batch-size "$b"
@@ -64,8 +65,8 @@ for b in ${PORT_BATCHES:-16 4}; do
     if [ -n "$before" ]; then
         # Its own Inductor cache (KERAS_HOME), so that the code after finds none of the graphs it compiled.
         for r in "" -r2; do
-            (cd "$before" && KERAS_HOME="$out-keras-home-before" PREDNET_SOURCE_COMMIT=$BEFORE_COMMIT \
-                bench "torch-compiled-before-float32-b$b$r" 300 60 --backend torch --jit-compile --batch-size "$b")
+            KERAS_HOME="$out-keras-home-before" \
+                bench_before "torch-compiled-before-float32-b$b$r" 300 60 --backend torch --jit-compile --batch-size "$b"
         done
     fi
     bench "torch-compiled-float32-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
