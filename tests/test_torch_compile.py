@@ -38,6 +38,9 @@ def test_compiled_training_matches_eager_and_never_recompiles(tmp_path):
     assert (result["graph_breaks"], result["restarted_analyses"]) == (0, 0)
     assert result["keras_step_graph_breaks"] >= 1 and result["keras_step_restarted_analyses"] >= 1
     assert compiled == pytest.approx(result["keras_step"], rel=1e-6)
+    # The study's autoencoder, compiled by its protocol: the same two parts, compiled in its first step, nothing
+    # after it (Keras' own step broke the graph 3 times there and compiled again at its second step).
+    assert result["autoencoder_graphs"] == [2] * 4 and result["autoencoder_graph_breaks"] == 0
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")

@@ -6,9 +6,10 @@ Usage: python -m tests.torch_compile_worker RESULT_JSON [STEPS]
 torch.compile gets the "aot_eager" backend here: TorchDynamo traces, guards and recompiles
 exactly as with Inductor, and AOT autograd builds the backward graph, but no C++ code is
 generated (Inductor's compilation takes minutes on a 2-core CPU). Writes the losses of the eager
-model, of the compiled one (torch_compile.compile_training_step's two graphs) and of the same model
+model, of the compiled one (models.torch_training_step.compile_training_step's two graphs) and of the same model
 with Keras' own compiled step, the number of graphs TorchDynamo compiled after each step of the
-compiled one, and the graph breaks and restarted analyses of each compiled step.
+compiled one, and the graph breaks and restarted analyses of each compiled step; then the same counts for
+the study's dense MNIST autoencoder as its protocol compiles it (models.torch_training_step).
 """
 
 import json
@@ -25,6 +26,7 @@ def main(result_path, steps=4):
     import numpy as np
 
     from prednet_keras.options.recipe import TrainConfig
+    from prednet_keras.models import torch_training_step
     from prednet_keras.session import recipe_training, torch_compile
 
     config = TrainConfig(stack_sizes=(3, 4), nt=3, batch_size=2, val_sequences=0, unroll=True).resolved()
@@ -37,7 +39,7 @@ def main(result_path, steps=4):
     keras_step, _ = recipe_training.build_model(config, (8, 8, 3), True)
     keras_step.set_weights(eager.get_weights())
     keras_step.make_train_function(force=True)  # Keras' one compiled step instead of the two graphs
-    torch_compile.settle_gradients(keras_step)  # as build_model does where Keras' step stays
+    torch_training_step.settle_gradients(keras_step)  # as build_model does where Keras' step stays
 
     result = {"eager": [], "compiled": [], "keras_step": [], "graphs": []}
 
@@ -62,8 +64,32 @@ def main(result_path, steps=4):
     result["keras_step_graph_breaks"] = sum(counters["graph_break"].values()) - result["graph_breaks"]
     result["keras_step_restarted_analyses"] = (
         len(compilation_time_metrics.get("compile_attempt_1", [])) - result["restarted_analyses"])
+    result.update(autoencoder_counts(steps))
     with open(result_path, "w") as handle:
         json.dump(result, handle)
+
+
+def autoencoder_counts(steps):
+    """The dense autoencoder compiled as autoencoder_protocol compiles it: graphs after each step, graph breaks."""
+    import keras
+    import numpy as np
+    from torch._dynamo.utils import counters
+
+    from prednet_keras.models import autoencoder, torch_training_step
+    from prednet_keras.models.protocols import chainer_adam
+    from prednet_keras.session import torch_compile
+
+    breaks_before, graphs = sum(counters["graph_break"].values()), []
+    model = autoencoder.build_autoencoder("dense")
+    model.compile(optimizer=chainer_adam(), loss="mean_squared_error", jit_compile=True)
+    torch_training_step.use_compiled_training_step(model)
+    images = np.random.default_rng(1).random((steps + 1, 28, 28, 1), dtype=np.float32)
+    graphs.append(torch_compile.compiled_graphs())
+    for step in range(steps):
+        model.fit(images[step:step + 1], images[step:step + 1], batch_size=1, verbose=0)
+        graphs.append(torch_compile.compiled_graphs())
+    return {"autoencoder_graphs": [count - graphs[0] for count in graphs[1:]],
+            "autoencoder_graph_breaks": sum(counters["graph_break"].values()) - breaks_before}
 
 
 if __name__ == "__main__":

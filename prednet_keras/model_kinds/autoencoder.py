@@ -96,9 +96,11 @@ class AutoencoderKind(ProtocolKind):
 
         from prednet_keras.models import autoencoder
         from prednet_keras.models.protocols import chainer_adam
+        from prednet_keras.models.torch_training_step import use_compiled_training_step
 
         model = autoencoder.build_autoencoder(config.autoencoder)
         model.compile(optimizer=chainer_adam(), loss="mean_squared_error", jit_compile=jit_compile)
+        use_compiled_training_step(model)  # the step its training compiles
         x = kit.synthetic(rng, (config.batch_size,) + MNIST_SHAPE)
         if phase == "train":
 

@@ -343,13 +343,14 @@ class UserModelKind(base.ModelKind):
     def train(self, config, data, preset, *, initial_weights, on_update, jit_compile, on_start, checkpoint=None):
         import keras
 
-        from prednet_keras.models import protocols
+        from prednet_keras.models import protocols, torch_training_step
 
         model = data.model
         initial = protocols.load_initial_weights_into(model, initial_weights, config.seed)
         optimizer = data.optimizer if data.optimizer is not None else keras.optimizers.Adam(learning_rate=1e-3)
         model.compile(optimizer=optimizer, loss=data.loss, metrics=[_batch_loss_metric(data.loss)],
                       jit_compile=jit_compile)
+        torch_training_step.use_compiled_training_step(model)
         done = ()
         if checkpoint is not None:
             checkpoint.attach(model)

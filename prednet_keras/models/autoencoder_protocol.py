@@ -12,7 +12,9 @@ import numpy as np
 
 from prednet_keras import backends
 from prednet_keras.models.lotter import LastBatchMSE
+from prednet_keras.models.torch_training_step import use_compiled_training_step
 from prednet_keras.models.protocols import (
+    BackendCannotTrainThis,
     ProtocolResult,
     UpdateLog,
     UpdateRecorder,
@@ -26,11 +28,6 @@ __all__ = ["BackendCannotTrainThis", "autoencoder_order", "train_autoencoder"]
 
 # What PyTorch's CPU convolution (slow_conv2d) raises for a batch of one image with a kernel view Keras gives it.
 TORCH_CPU_BATCH_1_BUG = "slow_conv2d: grad_weight must be contiguous"
-
-
-class BackendCannotTrainThis(ValueError):
-    """The backend in use fails on this protocol for a reason of its own (told in one line: the user's choice of
-    backend and device, not a bug of this package)."""
 
 
 def autoencoder_order(count, images, seed):
@@ -99,6 +96,7 @@ def train_autoencoder(
         metrics=[LastBatchMSE()],
         jit_compile=jit_compile,
     )
+    use_compiled_training_step(model)
     done = ()
     if checkpoint is not None:
         checkpoint.attach(model)

@@ -49,7 +49,9 @@ import numpy as np
 from keras import ops
 
 from prednet_keras.layers.chainer import NumpyZeros
+from prednet_keras import backends
 from prednet_keras.models.protocols import (
+    BackendCannotTrainThis,
     ProtocolResult,
     UpdateLog,
     chainer_adam,
@@ -382,6 +384,13 @@ class ChainerPredNetTrainer:
             jit_compile=jit_compile,
             run_eagerly=run_eagerly,
         )
+        if self.window_model.jit_compile is True and backends.find(keras.backend.backend()) is backends.TORCH:
+            # torch.compile's backward recomputes values from the carried state's variables, which the step itself
+            # overwrites: it fails ("modified by an inplace operation") at the first update.
+            raise BackendCannotTrainThis(
+                f"{backends.TORCH.display_name} cannot train the Chainer PredNet's window compiled (--xla / "
+                "--jit-compile): torch.compile's backward pass reads the window's carried state, which the window "
+                "overwrites as it ends. Train it without --xla on torch, or with --backend jax.")
         self._placeholder = np.zeros((1, 1), np.float32)
 
     @property

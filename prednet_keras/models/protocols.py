@@ -28,6 +28,7 @@ import numpy as np
 
 __all__ = [
     "AutoencoderProtocol",
+    "BackendCannotTrainThis",
     "ChainerProtocol",
     "PRESETS",
     "ProtocolResult",
@@ -42,6 +43,11 @@ __all__ = [
 
 # -- presets ---------------------------------------------------------------------
 
+
+
+class BackendCannotTrainThis(ValueError):
+    """The backend in use fails on this protocol for a reason of its own (told in one line: the user's choice of
+    backend, device or compilation, not a bug of this package)."""
 
 @dataclasses.dataclass(frozen=True)
 class ChainerProtocol:

@@ -30,7 +30,6 @@ import time
 import keras
 
 from prednet_keras import backends
-from prednet_keras.session import torch_compile
 from prednet_keras.runtime.distribution import batch_problem
 from prednet_keras.session.early_stopping import ResumableEarlyStopping
 from prednet_keras.session.bookkeeping import resume_entry
@@ -38,6 +37,7 @@ from prednet_keras.session.folder import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.runtime.memory_estimate import memory_problem
 from prednet_keras.models.lotter import LastBatchLoss, build_training_model
+from prednet_keras.models.torch_training_step import use_compiled_training_step
 from prednet_keras.session.records import Manifest
 from prednet_keras.options.recipe import (
     TrainConfig,
@@ -114,10 +114,8 @@ def build_model(config, frame_shape, jit_compile):
         metrics=[LastBatchLoss()],
         jit_compile=jit_compile,
     )
-    # On torch: the step traced once, and compiled once; where Keras' own step stays, its gradients settled
-    # first (see torch_compile).
-    if jit_compile is True and not torch_compile.compile_training_step(model):
-        torch_compile.settle_gradients(model)
+    # On torch: the step traced once, and compiled once (models.torch_training_step).
+    use_compiled_training_step(model)
     return model, kwargs
 
 
