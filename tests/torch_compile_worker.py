@@ -71,7 +71,6 @@ def main(result_path, steps=4):
 
 def autoencoder_counts(steps):
     """The dense autoencoder compiled as autoencoder_protocol compiles it: graphs after each step, graph breaks."""
-    import keras
     import numpy as np
     from torch._dynamo.utils import counters
 
