@@ -9,8 +9,8 @@
 #
 #   PREDNET_SOURCE_COMMIT=$(git rev-parse HEAD) PREDNET_SOURCE_DIRTY=0 bash scripts/device/async_callbacks_h200.sh OUT [BEFORE]
 #
-# BEFORE: a checkout's directory, or a commit of this repository's .git (default eaead9d, the main this
-# change sits on), unpacked with git archive. CONFIGS (space-separated PRECISION:BATCH, default "float32:4 float32:16
+# BEFORE: a checkout's directory (BEFORE_COMMIT then names its commit), or a commit of this repository's .git
+# (default eaead9d, the main this change sits on), unpacked with git archive. CONFIGS (space-separated PRECISION:BATCH, default "float32:4 float32:16
 # mixed_bfloat16:16"), ROUNDS (default 2), STEPS (default 100), WARMUP (default 5), BENCH_CAP_S (default 120,
 # one benchmark's limit). About 16 minutes with the defaults (each process compiles its step). For a smoke test
 # elsewhere: DEVICE=cpu BENCH_EXTRA="--stack-sizes 3,4,8 --size 16x16 --nt 4". Writes into OUT: summary.txt (the
@@ -29,13 +29,18 @@ pack() {
 trap pack EXIT
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
 if [ -d "$before" ]; then
-    before_code=$before
+    before_code=$(cd "$before" && pwd)
+    before_commit=${BEFORE_COMMIT:?BEFORE_COMMIT: the commit the folder BEFORE holds, all 40 hex digits}
 else
+    before_commit=$(git rev-parse "$before^{commit}") || { echo "no commit $before here" >&2; exit 2; }
     before_code=$work/before-code
     mkdir -p "$before_code"
     git archive "$before" | tar -x -C "$before_code" || { echo "git archive $before failed" >&2; exit 2; }
 fi
 after_code=$(pwd)
+for code in "$before_code" "$after_code"; do  # which package each side imports, as the runs below import it
+    (cd "$code" && PYTHONPATH="$code${PYTHONPATH:+:$PYTHONPATH}" python3 -c 'import prednet_keras; print(prednet_keras.__file__)')
+done > "$work/logs/packages.txt" 2>&1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$work/logs/nvidia-smi.txt" 2>&1
 read -r -a extra <<< "${BENCH_EXTRA:-}"
 printf 'name\tside\tround\texit\tseconds\n' > "$work/status.tsv"
@@ -45,12 +50,14 @@ for ((round=1; round<=${ROUNDS:-2}; round++)); do
         IFS=: read -r precision batch <<< "$config"
         name="jax-$precision-b$batch"
         for side in "${sides[@]}"; do
-            code=$before_code; [ "$side" = after ] && code=$after_code
+            code=$before_code commit=$before_commit
+            [ "$side" = after ] && code=$after_code commit=$PREDNET_SOURCE_COMMIT
             started=$(date +%s)
-            PYTHONPATH="$code${PYTHONPATH:+:$PYTHONPATH}" timeout -k 10 "${BENCH_CAP_S:-120}" python3 -m prednet_keras.cli.bench \
+            # From the code's folder: `python -m` puts the working directory first on sys.path, before PYTHONPATH.
+            (cd "$code" && PREDNET_SOURCE_COMMIT=$commit PYTHONPATH="$code${PYTHONPATH:+:$PYTHONPATH}" timeout -k 10 "${BENCH_CAP_S:-120}" python3 -m prednet_keras.cli.bench \
                 --backend jax --device "${DEVICE:-gpu}" --mode train --precision "$precision" --batch-size "$batch" \
                 --steps "${STEPS:-100}" --warmup "${WARMUP:-5}" -q --json "$work/json/$name-$side-r$round.json" \
-                --overwrite "${extra[@]}" > "$work/logs/$name-$side-r$round.log" 2>&1
+                --overwrite "${extra[@]}" > "$work/logs/$name-$side-r$round.log" 2>&1)
             printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$side" "$round" "$?" "$(( $(date +%s) - started ))" >> "$work/status.tsv"
         done
     done
