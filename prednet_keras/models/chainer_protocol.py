@@ -48,8 +48,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from prednet_keras.layers.chainer import NumpyZeros
 from prednet_keras import backends
+from prednet_keras.layers.chainer import NumpyZeros
 from prednet_keras.models.protocols import (
     BackendCannotTrainThis,
     ProtocolResult,

@@ -41,13 +41,13 @@ __all__ = [
 ]
 
 
-# -- presets ---------------------------------------------------------------------
-
-
-
 class BackendCannotTrainThis(ValueError):
     """The backend in use fails on this protocol for a reason of its own (told in one line: the user's choice of
     backend, device or compilation, not a bug of this package)."""
+
+
+# -- presets ---------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class ChainerProtocol:
