@@ -246,3 +246,21 @@ def test_the_readme_quotes_the_h200_compiled_figures():
     port = {b: statistics.mean(fps(f"port-b{b}-r{r}") for r in (1, 2)) for b in (4, 16)}
     assert f"trains at {ours[4]:,.0f} / {ours[16]:,.0f} frames/s at batch 4 / 16 compiled" in readme
     assert f"{ours[4] / port[4]:.2f}x / {ours[16] / port[16]:.2f}x the port in the same call" in readme
+
+
+def test_the_compiled_autoencoder_figures_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-autoencoder-compiled-2026-12-07"
+    runs = {name: json.loads((record / f"{name}-manifest.json").read_text())["result"]
+            for name in ("before-31ed157", "after-cfe3b3b")}
+    logs = {name: (record / f"{name}.log").read_text() for name in runs}
+    text = " ".join(BENCHMARKS.read_text().split())
+    readme = " ".join((record / "README.md").read_text().split())
+    first = {name: log.split("first update done in ")[1].split(" s")[0] for name, log in logs.items()}
+    before, after = runs["before-31ed157"], runs["after-cfe3b3b"]
+    assert before["weights_checksum"] == after["weights_checksum"]
+    assert (f"| Keras' step (31ed157) | {before['train_seconds']:.1f} | {first['before-31ed157']} s | "
+            f"{before['weights_checksum'][:8]}... |") in text
+    assert f"| the two parts (cfe3b3b) | {after['train_seconds']:.1f} | {first['after-cfe3b3b']} s | the same" in text
+    assert (f"| before (Keras' step) | {before['train_seconds']:.1f} | {first['before-31ed157']} s | "
+            f"{before['weights_checksum'][:8]}... |") in readme
+    assert f"| after (two parts) | {after['train_seconds']:.1f} | {first['after-cfe3b3b']} s |" in readme
