@@ -264,3 +264,24 @@ def test_the_compiled_autoencoder_figures_are_the_records():
     assert (f"| before (Keras' step) | {before['train_seconds']:.1f} | {first['before-31ed157']} s | "
             f"{before['weights_checksum'][:8]}... |") in readme
     assert f"| after (two parts) | {after['train_seconds']:.1f} | {first['after-cfe3b3b']} s |" in readme
+
+
+def test_the_gates_one_activation_figures_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-gates-one-activation-2026-12-07"
+    ops = {side: json.loads((record / f"ops-{side}.json").read_text())["policies"] for side in ("before", "after")}
+    runs = json.loads((record / "torch-overhead.json").read_text())["results"]
+    fps = {side: statistics.median(r["train"]["fps"] for r in runs if r["code"] == side) for side in ("before", "after")}
+    readme = " ".join((record / "README.md").read_text().split())
+    text = " ".join(BENCHMARKS.read_text().split())
+    for policy in ("float32", "mixed_bfloat16"):
+        assert f"| {policy} | {ops['before'][policy]['total']:,} | {ops['after'][policy]['total']:,} |" in readme
+    counts = f"{ops['before']['float32']['total']:,} -> {ops['after']['float32']['total']:,} operations per"
+    assert counts in text
+    ratio = f"{fps['after'] / fps['before']:.3f}"
+    assert f"{fps['before']:.1f} frames/s before and {fps['after']:.1f} with the change (medians; {ratio})" in readme
+    assert f"({fps['before']:.1f} / {fps['after']:.1f} frames/s, {ratio})" in text
+    launches = ops["before"]["float32"]["total"] - ops["after"]["float32"]["total"]
+    assert f"the {launches} fewer kernel launches" in readme
+    identity = (record / "identity.txt").read_text()
+    compared = [line for line in identity.splitlines() if line.startswith(("torch", "jax", "tensorflow"))]
+    assert len(compared) == 4 and all(", weights DIFFER (" in line for line in compared)

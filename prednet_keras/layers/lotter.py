@@ -22,10 +22,7 @@ backends and compiles as one XLA program on TensorFlow and JAX.
 Deliberate differences from the Keras 2 code (numerically equivalent):
 - the four gate convolutions of a layer are evaluated as one convolution with
   concatenated kernels (faster on every backend; the weights stay separate and
-  keep their original names `layer_{i,f,c,o}_{l}`), in the order i, f, o, c, so
-  that the three gates take their activation as one operation;
-- the errors' two rectified halves are one activation of [ahat - a, -(ahat - a)]
-  (a - ahat is -(ahat - a) to the bit);
+  keep their original names `layer_{i,f,c,o}_{l}`);
 - the cell computes in channels_last. With `data_format="channels_first"` the
   wrapper transposes inputs and image outputs, so users see channels_first
   tensors; the states (`return_state`, `stateful`) are kept channels_last.
@@ -103,8 +100,6 @@ _BACKEND = backends.find(keras.backend.backend())
 _COPIES_RNN_STATES = _BACKEND is not None and _BACKEND.copies_rnn_states
 # Conv types in the order the original creates (and sorts) its weights.
 CONV_TYPES = ("a", "ahat", "c", "f", "i", "o")
-# The gates' kernels in the fused convolution: the three gates that share an activation, then the candidate.
-GATE_ORDER = ("i", "f", "o", "c")
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -322,9 +317,9 @@ class PredNetCell(keras.layers.Layer):
                 frame_prediction = ahat
                 # E_0 against the frame as given (float32 under a mixed policy).
                 ahat = self._exact(ahat)
-            # [act(ahat - a), act(a - ahat)] as one activation: a - ahat is -(ahat - a) to the bit.
-            difference = ahat - a
-            error = self._error_act(ops.concatenate([difference, -difference], axis=-1))
+            error = ops.concatenate(
+                [self._error_act(ahat - a), self._error_act(a - ahat)], axis=-1
+            )
             errors[l], e[l] = error, self._act(error)
             if self.output_layer_num == l:
                 output = {"A": a, "Ahat": ahat, "R": r[l], "E": error}[self.output_layer_type]
@@ -370,20 +365,14 @@ class PredNetCell(keras.layers.Layer):
         return y + self._act(ops.broadcast_to(bias, ops.shape(y)))
 
     def _gates(self, x, l, gate_weights=None):
-        """i, f, candidate (pre-activation), o of layer l: one fused convolution.
-
-        Its output channels are i, f, o, candidate: the three gates take their activation as one
-        operation (elementwise, so the same values), a third of the operations and of their backward that
-        an eager backend dispatches one by one."""
+        """i, f, candidate (pre-activation), o of layer l: one fused convolution."""
         kernel, bias = gate_weights[l] if gate_weights is not None else self._fused_gate_weights(l)
         z = self._add_bias(self._convolve(x, kernel), bias)
-        gates_end = 3 * self.R_stack_sizes[l]
-        z_gates, z_c = z[..., :gates_end], z[..., gates_end:]
-        i, f, o = ops.split(self._gate_act(z_gates), 3, axis=-1)
-        return i, f, z_c, o
+        z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
+        return self._gate_act(z_i), self._gate_act(z_f), z_c, self._gate_act(z_o)
 
     def _fused_gate_weights(self, l):
-        convs = [self.convs[kind][l] for kind in GATE_ORDER]
+        convs = [self.convs[kind][l] for kind in ("i", "f", "c", "o")]
         return (ops.concatenate([conv.kernel for conv in convs], axis=-1),
                 ops.concatenate([conv.bias for conv in convs], axis=-1))
 
