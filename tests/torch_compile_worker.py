@@ -80,8 +80,8 @@ def autoencoder_counts(steps):
 
     breaks_before, graphs = sum(counters["graph_break"].values()), []
     model = autoencoder.build_autoencoder("dense")
-    model.compile(optimizer=chainer_adam(), loss="mean_squared_error", jit_compile=True)
-    torch_training_step.use_compiled_training_step(model)
+    torch_training_step.compile_for_training(model, optimizer=chainer_adam(), loss="mean_squared_error",
+                                             jit_compile=True)
     images = np.random.default_rng(1).random((steps + 1, 28, 28, 1), dtype=np.float32)
     graphs.append(torch_compile.compiled_graphs())
     for step in range(steps):

@@ -96,11 +96,10 @@ class AutoencoderKind(ProtocolKind):
 
         from prednet_keras.models import autoencoder
         from prednet_keras.models.protocols import chainer_adam
-        from prednet_keras.models.torch_training_step import use_compiled_training_step
+        from prednet_keras.models.torch_training_step import compile_for_training
 
         model = autoencoder.build_autoencoder(config.autoencoder)
-        model.compile(optimizer=chainer_adam(), loss="mean_squared_error", jit_compile=jit_compile)
-        use_compiled_training_step(model)  # the step its training compiles
+        compile_for_training(model, optimizer=chainer_adam(), loss="mean_squared_error", jit_compile=jit_compile)
         x = kit.synthetic(rng, (config.batch_size,) + MNIST_SHAPE)
         if phase == "train":
 

@@ -348,9 +348,8 @@ class UserModelKind(base.ModelKind):
         model = data.model
         initial = protocols.load_initial_weights_into(model, initial_weights, config.seed)
         optimizer = data.optimizer if data.optimizer is not None else keras.optimizers.Adam(learning_rate=1e-3)
-        model.compile(optimizer=optimizer, loss=data.loss, metrics=[_batch_loss_metric(data.loss)],
-                      jit_compile=jit_compile)
-        torch_training_step.use_compiled_training_step(model)
+        torch_training_step.compile_for_training(model, optimizer=optimizer, loss=data.loss,
+                                                 metrics=[_batch_loss_metric(data.loss)], jit_compile=jit_compile)
         done = ()
         if checkpoint is not None:
             checkpoint.attach(model)

@@ -12,7 +12,7 @@ import numpy as np
 
 from prednet_keras import backends
 from prednet_keras.models.lotter import LastBatchMSE
-from prednet_keras.models.torch_training_step import use_compiled_training_step
+from prednet_keras.models.torch_training_step import compile_for_training
 from prednet_keras.models.protocols import (
     BackendCannotTrainThis,
     ProtocolResult,
@@ -90,13 +90,13 @@ def train_autoencoder(
     (x_train, _), (x_test, _) = mnist
     model = ae.build_autoencoder(kind)
     initial = load_initial_weights_into(model, initial_weights, seed)
-    model.compile(
+    compile_for_training(
+        model,
         optimizer=chainer_adam(protocol.lr, protocol.beta_1, protocol.beta_2, protocol.epsilon),
         loss="mean_squared_error",
         metrics=[LastBatchMSE()],
         jit_compile=jit_compile,
     )
-    use_compiled_training_step(model)
     done = ()
     if checkpoint is not None:
         checkpoint.attach(model)

@@ -16,7 +16,8 @@ before the first step, a tensor after it, so its second step would compile the w
 (minutes for PredNet). Where a model keeps Keras' step (`compile_training_step` declines),
 `settle_gradients` gives every trainable weight its gradient tensor before the first step, so the
 first compilation is the only one. The two parts call `zero_grad()` outside the compiled code.
-`use_compiled_training_step` does the one or the other; the protocols call it after `model.compile`.
+`compile_for_training` is `model.compile` followed by the one or the other: every protocol compiles the model it
+trains through it, so that none gets Keras' step by forgetting the second call.
 
 This module imports torch only when the torch backend is in use. What a process compiled, and what came from
 Inductor's cache, is the run session's (session.torch_compile).
@@ -24,13 +25,14 @@ Inductor's cache, is the run session's (session.torch_compile).
 
 from prednet_keras import backends
 
-__all__ = ["compile_training_step", "settle_gradients", "use_compiled_training_step"]
+__all__ = ["compile_for_training", "compile_training_step", "settle_gradients"]
 
 
-def use_compiled_training_step(model):
-    """After `model.compile(jit_compile=True)` on torch: the two compiled parts (`compile_training_step`), or where
-    the model keeps Keras' step, its gradients settled (`settle_gradients`). Nothing elsewhere: other backends, or
-    a model compiled without jit_compile."""
+def compile_for_training(model, **compile_arguments):
+    """`model.compile(**compile_arguments)`, then, compiled with jit_compile on torch, the two compiled parts
+    (`compile_training_step`), or where the model keeps Keras' step, its gradients settled (`settle_gradients`).
+    Elsewhere `model.compile` only."""
+    model.compile(**compile_arguments)
     if model.jit_compile is True and not compile_training_step(model):
         settle_gradients(model)
 

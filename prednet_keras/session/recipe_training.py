@@ -37,7 +37,7 @@ from prednet_keras.session.folder import plural
 from prednet_keras.layers.lotter import check_frame_size
 from prednet_keras.runtime.memory_estimate import memory_problem
 from prednet_keras.models.lotter import LastBatchLoss, build_training_model
-from prednet_keras.models.torch_training_step import use_compiled_training_step
+from prednet_keras.models.torch_training_step import compile_for_training
 from prednet_keras.session.records import Manifest
 from prednet_keras.options.recipe import (
     TrainConfig,
@@ -108,14 +108,14 @@ def build_model(config, frame_shape, jit_compile):
     model = build_training_model(
         nt=config.nt, frame_shape=tuple(frame_shape), layer_loss_weights=_layer_loss_spec(config.layer_loss), **kwargs
     )
-    model.compile(
+    # On torch: the step traced once, and compiled once (models.torch_training_step).
+    compile_for_training(
+        model,
         optimizer=keras.optimizers.Adam(learning_rate=config.lr),
         loss="mean_absolute_error",
         metrics=[LastBatchLoss()],
         jit_compile=jit_compile,
     )
-    # On torch: the step traced once, and compiled once (models.torch_training_step).
-    use_compiled_training_step(model)
     return model, kwargs
 
 

@@ -177,44 +177,46 @@ def test_repeat_refuses_resume(tmp_path):
     assert "--repeat makes new runs" in result.output
 
 
-@pytest.mark.slow
-def test_the_autoencoder_on_torchs_cpu_is_refused_in_one_line_naming_the_pytorch_bug(tmp_path):
-    # torch 2.11-2.13 on a CPU fail on batch-1 convolution gradients (docs/determinism.md): the run used to end
-    # in that RuntimeError's traceback.
+
+def _train_from_outside(tmp_path, *args):
+    """prednet-train ARGS -o tmp_path/run as a user runs it, KERAS_BACKEND unset: the finished process."""
     import os
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-    done = subprocess.run([sys.executable, "-m", "prednet_keras.cli.train", "--model", "autoencoder", "--protocol",
-                           "quick", "--images", "20", "--backend", "torch", "--device", "cpu", "-q",
-                           "-o", str(tmp_path / "run")], capture_output=True, text=True, timeout=300, env=env)
-    if done.returncode == 0:
-        pytest.skip("this torch trains the autoencoder one image at a time on the CPU: the bug is fixed")
+    return subprocess.run([sys.executable, "-m", "prednet_keras.cli.train", *args, "-o", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def _the_one_error_line(done, tmp_path):
+    """The refusal's one `Error:` line, after checking the exit status, no traceback and no run folder left."""
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
+    assert not (tmp_path / "run").exists()
     (error,) = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    return error
+
+
+@pytest.mark.slow
+def test_the_autoencoder_on_torchs_cpu_is_refused_in_one_line_naming_the_pytorch_bug(tmp_path):
+    # torch 2.11-2.13 on a CPU fail on batch-1 convolution gradients (docs/determinism.md): the run used to end
+    # in that RuntimeError's traceback.
+    done = _train_from_outside(tmp_path, "--model", "autoencoder", "--protocol", "quick", "--images", "20",
+                               "--backend", "torch", "--device", "cpu", "-q")
+    if done.returncode == 0:
+        pytest.skip("this torch trains the autoencoder one image at a time on the CPU: the bug is fixed")
+    error = _the_one_error_line(done, tmp_path)
     assert error.startswith("Error: PyTorch on the CPU cannot train the conv autoencoder one image at a time")
     assert "--backend jax or tensorflow, or on a GPU" in error
-    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
 def test_the_chainer_window_compiled_on_torch_is_refused_in_one_line(tmp_path):
     # torch.compile's backward recomputes from the window's carried-state variables, which the window overwrites:
     # the first update used to end in autograd's "modified by an inplace operation" traceback.
-    import os
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-    done = subprocess.run([sys.executable, "-m", "prednet_keras.cli.train", "--model", "prednet-chainer", "--protocol",
-                           "quick", "--size", "16x16", "--stack-sizes", "3,4", "--backend", "torch", "--xla",
-                           "--device", "cpu", "-q", "-o", str(tmp_path / "run")],
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr
-    (error,) = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    done = _train_from_outside(tmp_path, "--model", "prednet-chainer", "--protocol", "quick", "--size", "16x16",
+                               "--stack-sizes", "3,4", "--backend", "torch", "--xla", "--device", "cpu", "-q")
+    error = _the_one_error_line(done, tmp_path)
     assert error.startswith("Error: PyTorch cannot train the Chainer PredNet's window compiled (--xla / --jit-compile)")
     assert "without --xla on torch, or with --backend jax" in error
-    assert not (tmp_path / "run").exists()
