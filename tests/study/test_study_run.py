@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from prednet_keras.cli.study import main as study_cli
+from prednet_keras.runtime import childproc
 from prednet_keras.session.lock import FolderLock
 from prednet_keras.study import runner
 from prednet_keras.study.spec import SpecError, load_spec
@@ -72,6 +73,28 @@ def processes_writing_to(folder):
     return found
 
 
+def describe_processes(pids, run_folders):
+    """What a failed wait shows: each process's state, where it waits, its threads' states and its signals,
+    and the end of each unfinished run's log."""
+    lines = []
+    for pid in pids:
+        proc = Path("/proc", str(pid))
+        try:
+            status = [line for line in (proc / "status").read_text().splitlines()
+                      if line.startswith(("State", "PPid", "Threads", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))]
+            threads = sorted(task.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0]
+                             for task in (proc / "task").iterdir())
+            lines.append(f"process {pid}: {'; '.join(status)}; waits in {(proc / 'wchan').read_text()!r}; "
+                         f"thread states {''.join(threads)}")
+        except OSError as error:
+            lines.append(f"process {pid}: {error}")
+    for folder in run_folders:
+        log = folder / "log.txt"
+        tail = log.read_text(errors="replace")[-2000:] if log.is_file() else "(no log)"
+        lines.append(f"{folder.name}/log.txt ends:\n{tail}")
+    return "\n".join(lines)
+
+
 @pytest.fixture(scope="module")
 def spec_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("spec") / "tiny.toml"
@@ -95,12 +118,13 @@ def killed_and_resumed(spec_file, tmp_path_factory):
     interrupted = [p.name for p in partial_runs(out)]
     first.send_signal(signal.SIGKILL)
     first.wait()
-    # Its training processes die with it (SIGTERM from the kernel), none left writing.
-    for _ in range(100):
-        if not processes_writing_to(out):
-            break
+    # Its training processes die with it (SIGTERM from the kernel; ended regardless PARENT_GONE_GRACE s after),
+    # none left writing. The margin is for a loaded machine; a failure says where the survivors were.
+    deadline = time.monotonic() + childproc.PARENT_GONE_GRACE + 50
+    while processes_writing_to(out) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert processes_writing_to(out) == []
+    survivors = processes_writing_to(out)
+    assert survivors == [], describe_processes(survivors, partial_runs(out))
     second = subprocess.run(study_command("run", spec_file, "-o", out, "--only", "one-thread", "--quiet"),
                             capture_output=True, text=True, timeout=600)
     return out, finished_before, interrupted, second
