@@ -48,10 +48,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from prednet_keras import backends
 from prednet_keras.layers.chainer import NumpyZeros
 from prednet_keras.models.protocols import (
-    BackendCannotTrainThis,
     ProtocolResult,
     UpdateLog,
     chainer_adam,
@@ -59,6 +57,7 @@ from prednet_keras.models.protocols import (
     protocol_metric,
     resolve_protocol,
 )
+from prednet_keras.models.torch_training_step import compile_for_training
 
 __all__ = [
     "ChainerPredNetTrainer",
@@ -377,20 +376,14 @@ class ChainerPredNetTrainer:
         self.window_model = ChainerWindowModel(
             self.layer.cell, self.bprop, tbptt, emulate_cpu_aliasing, unroll=self.unroll, name="chainer_prednet_window"
         )
-        self.window_model.compile(
+        compile_for_training(
+            self.window_model,
             optimizer=optimizer if optimizer is not None else chainer_adam(),
             loss=window_objective,
             metrics=[LastStepMSE()],
             jit_compile=jit_compile,
             run_eagerly=run_eagerly,
         )
-        if self.window_model.jit_compile is True and backends.find(keras.backend.backend()) is backends.TORCH:
-            # torch.compile's backward recomputes values from the carried state's variables, which the step itself
-            # overwrites: it fails ("modified by an inplace operation") at the first update.
-            raise BackendCannotTrainThis(
-                f"{backends.TORCH.display_name} cannot train the Chainer PredNet's window compiled (--xla / "
-                "--jit-compile): torch.compile's backward pass reads the window's carried state, which the window "
-                "overwrites as it ends. Train it without --xla on torch, or with --backend jax.")
         self._placeholder = np.zeros((1, 1), np.float32)
 
     @property

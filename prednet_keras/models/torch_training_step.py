@@ -75,6 +75,13 @@ def compile_training_step(model):
     optimizer's update of the trainable weights from their gradients and the metrics, whose results
     are the step's logs. Keras' evaluation and prediction steps stay Keras' own.
 
+    One difference from Keras' step, in when, not what: a variable the forward pass assigns (the Chainer
+    window's carried state, a seed generator's) gets its new value after the backward pass (the forward
+    runs in a `keras.StatelessScope`, where later reads see the new value). Assigned in place during the
+    forward, as Keras' step does, it would be a compiled input that the step overwrites, and AOT autograd's
+    backward may recompute values from it (it does for the Chainer window: "modified by an inplace
+    operation").
+
     Returns:
         whether the model got it: False on other backends, without jit_compile, for a model with a
         train_step of its own or without trainable weights, and on a Keras whose trainer lacks what the
@@ -99,6 +106,11 @@ def compile_training_step(model):
         loss = model._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
         return y_pred, loss
 
+    # Entered around the compiled forward, not inside it: a graph break inside a context manager makes
+    # TorchDynamo give up the whole frame. One scope for every step, so that its guards hold.
+    assignments = keras.StatelessScope(initialize_variables=False)
+    variables_by_id = {}
+
     def update(x, y, y_pred, sample_weight, loss, gradients):
         batch_size = next(i for i in keras.tree.flatten(x) if i is not None).shape[0]
         model._loss_tracker.update_state(loss, sample_weight=batch_size)
@@ -119,10 +131,16 @@ def compile_training_step(model):
             torch.compiler.cudagraph_mark_step_begin()
         # train_on_batch hands over NumPy arrays, which would break the graph at Keras' input conversion.
         x, y, sample_weight = unpack_x_y_sample_weight(keras.tree.map_structure(as_tensor, data[0]))
-        y_pred, loss = forward(x, y, sample_weight)
+        assignments.state_mapping.clear()
+        with assignments:
+            y_pred, loss = forward(x, y, sample_weight)
         model.zero_grad()
         model.optimizer.scale_loss(loss).backward()
         with torch.no_grad():
+            if assignments.state_mapping and not variables_by_id:
+                variables_by_id.update((id(v), v) for v in model.variables)
+            for key, value in assignments.state_mapping.items():
+                variables_by_id[key].assign(value.detach())
             return update(x, y, y_pred.detach(), sample_weight, loss.detach(), [w.value.grad for w in weights])
 
     # Keras' fit, train_on_batch and make_train_function keep a train_function they find.
