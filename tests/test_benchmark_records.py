@@ -1,10 +1,12 @@
 """Numbers that docs/benchmarks.md and a record's README state, recomputed from the record's raw JSON: a
 sentence that drifts from its record fails here."""
 
+import csv
 import json
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,6 +266,33 @@ def test_the_compiled_autoencoder_figures_are_the_records():
     assert (f"| before (Keras' step) | {before['train_seconds']:.1f} | {first['before-31ed157']} s | "
             f"{before['weights_checksum'][:8]}... |") in readme
     assert f"| after (two parts) | {after['train_seconds']:.1f} | {first['after-cfe3b3b']} s |" in readme
+
+
+def test_the_chainer_window_compiled_on_torch_figures_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-chainer-compiled-torch-2026-12-07"
+    seconds, losses = {}, {}
+    for name in ("eager", "compiled"):
+        with open(record / f"{name}-history.csv", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        seconds[name] = [float(row["seconds"]) for row in rows]
+        losses[name] = [float(row["loss"]) for row in rows]
+        manifest = json.loads((record / f"{name}-manifest.json").read_text())
+        assert manifest["runtime"]["effective"]["jit_compile"] is (name == "compiled")
+    np.testing.assert_allclose(losses["compiled"], losses["eager"], rtol=5e-6)
+    text = " ".join(BENCHMARKS.read_text().split())
+    readme = " ".join((record / "README.md").read_text().split())
+    for name, label in (("eager", "eager"), ("compiled", "compiled (`--xla`)")):
+        first, later = seconds[name][0], statistics.median(seconds[name][1:])
+        assert f"| {label} | {first:.1f} s | {later:.2f} s |" in text
+        assert f"| {label} | {first:.1f} s | {later:.2f} s |" in readme
+    assert f"| eager | 5.7 s | 3.06 s | {', '.join(f'{loss:.7f}' for loss in losses['eager'])} |" in readme
+    compiling = seconds["compiled"][0] - seconds["eager"][0]
+    saved = statistics.median(seconds["eager"][1:]) - statistics.median(seconds["compiled"][1:])
+    assert f"after about {5 * round(compiling / saved / 5)} updates" in readme
+    ratio = statistics.median(seconds["compiled"][1:]) / statistics.median(seconds["eager"][1:])
+    assert f"each later update took {ratio:.2f} of eager's time" in readme
+    autoencoder = json.loads((record / "autoencoder-compiled-manifest.json").read_text())["result"]
+    assert autoencoder["weights_checksum"].startswith("625a9de8")
 
 
 def test_the_gates_one_activation_figures_are_the_records():
