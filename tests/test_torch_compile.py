@@ -41,6 +41,12 @@ def test_compiled_training_matches_eager_and_never_recompiles(tmp_path):
     # The study's autoencoder, compiled by its protocol: the same two parts, compiled in its first step, nothing
     # after it (Keras' own step broke the graph 3 times there and compiled again at its second step).
     assert result["autoencoder_graphs"] == [2] * 4 and result["autoencoder_graph_breaks"] == 0
+    # What a forward pass assigns (here seed generators' states) the two parts assign after the backward pass:
+    # the same values as Keras' step, which assigns them in place, and the next step sees them.
+    seeds = result["assigned_two_parts_seeds"]
+    assert len({str(seed) for seed in seeds}) == len(seeds), f"a seed generator stood still: {seeds}"
+    assert seeds == result["assigned_keras_step_seeds"]
+    assert result["assigned_two_parts_losses"] == pytest.approx(result["assigned_keras_step_losses"], rel=1e-6)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")

@@ -65,6 +65,7 @@ def main(result_path, steps=4):
     result["keras_step_restarted_analyses"] = (
         len(compilation_time_metrics.get("compile_attempt_1", [])) - result["restarted_analyses"])
     result.update(autoencoder_counts(steps))
+    result.update(assigned_in_the_forward_pass(steps))
     with open(result_path, "w") as handle:
         json.dump(result, handle)
 
@@ -89,6 +90,45 @@ def autoencoder_counts(steps):
         graphs.append(torch_compile.compiled_graphs())
     return {"autoencoder_graphs": [count - graphs[0] for count in graphs[1:]],
             "autoencoder_graph_breaks": sum(counters["graph_break"].values()) - breaks_before}
+
+
+def assigned_in_the_forward_pass(steps):
+    """A model whose forward pass assigns variables (a layer's seed generator, and the global one of an unseeded
+    random op), trained from the same weights and seeds by the two parts, which assign them after the backward
+    pass, and by Keras' own compiled step, which assigns them in place: the losses and the layer's seed state
+    after each step."""
+    import keras
+    import numpy as np
+
+    from prednet_keras.models import torch_training_step
+
+    class Noisy(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.seed_generator = keras.random.SeedGenerator(3)
+
+        def call(self, x, training=False):
+            if not training:
+                return x
+            own = keras.random.normal(keras.ops.shape(x), seed=self.seed_generator)
+            return x + 0.1 * own + 0.1 * keras.random.normal(keras.ops.shape(x))
+
+    x = np.random.default_rng(2).random((8, 4), dtype=np.float32)
+    y = np.random.default_rng(3).random((8, 1), dtype=np.float32)
+    result = {}
+    for name in ("two_parts", "keras_step"):
+        keras.utils.set_random_seed(5)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), Noisy(), keras.layers.Dense(1)])
+        torch_training_step.compile_for_training(model, optimizer="adam", loss="mse", jit_compile=True)
+        if name == "keras_step":
+            model.make_train_function(force=True)
+        noisy = model.layers[1]
+        losses, seeds = [], []
+        for _ in range(steps):
+            losses.append(float(model.train_on_batch(x, y)))
+            seeds.append(noisy.seed_generator.state.numpy().tolist())
+        result[f"assigned_{name}_losses"], result[f"assigned_{name}_seeds"] = losses, seeds
+    return result
 
 
 if __name__ == "__main__":

@@ -106,10 +106,33 @@ def compile_training_step(model):
         loss = model._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
         return y_pred, loss
 
+    class AssignedAfterBackward(keras.StatelessScope):
+        """The variables assigned within, kept with their values for `assign`: any variable, the model's or
+        not (a global seed generator's)."""
+
+        def __init__(self):
+            # Initializing at exit, as Keras' scopes do: a variable made within (the global seed generator,
+            # by the first unseeded random op) would otherwise stay without a value.
+            super().__init__()
+            self.variables = []
+
+        def add_update(self, update):
+            super().add_update(update)
+            self.variables.append(update[0])
+
+        def clear(self):
+            self.state_mapping.clear()
+            self.variables.clear()
+
+        def assign(self):
+            for variable in self.variables:
+                value = self.state_mapping.pop(id(variable), None)
+                if value is not None:
+                    variable.assign(value.detach())
+
     # Entered around the compiled forward, not inside it: a graph break inside a context manager makes
     # TorchDynamo give up the whole frame. One scope for every step, so that its guards hold.
-    assignments = keras.StatelessScope(initialize_variables=False)
-    variables_by_id = {}
+    assignments = AssignedAfterBackward()
 
     def update(x, y, y_pred, sample_weight, loss, gradients):
         batch_size = next(i for i in keras.tree.flatten(x) if i is not None).shape[0]
@@ -131,18 +154,16 @@ def compile_training_step(model):
             torch.compiler.cudagraph_mark_step_begin()
         # train_on_batch hands over NumPy arrays, which would break the graph at Keras' input conversion.
         x, y, sample_weight = unpack_x_y_sample_weight(keras.tree.map_structure(as_tensor, data[0]))
-        assignments.state_mapping.clear()
+        assignments.clear()
         with assignments:
             y_pred, loss = forward(x, y, sample_weight)
         model.zero_grad()
         model.optimizer.scale_loss(loss).backward()
         with torch.no_grad():
-            if assignments.state_mapping and not variables_by_id:
-                variables_by_id.update((id(v), v) for v in model.variables)
-            for key, value in assignments.state_mapping.items():
-                variables_by_id[key].assign(value.detach())
+            assignments.assign()
             return update(x, y, y_pred.detach(), sample_weight, loss.detach(), [w.value.grad for w in weights])
 
     # Keras' fit, train_on_batch and make_train_function keep a train_function they find.
     model.train_function = train_function
     return True
+
