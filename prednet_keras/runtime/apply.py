@@ -1,8 +1,10 @@
 """The in-process switches of each backend (devices, threads, determinism, cuDNN, TF32, oneDNN), applied
 by runtime.configure after the environment is set, and the advice given when a GPU was asked for and the
-backend sees none. Imports only the backend being configured, when asked."""
+backend sees none. Imports only the backend being configured, when asked; on torch and JAX, Keras is told
+that TensorFlow is not there, so that it does not import it either (`keep_tensorflow_out_of_keras`)."""
 
 import os
+import sys
 
 from prednet_keras import backends
 from prednet_keras.runtime.process import GPU_PLATFORMS, RuntimeSetupError
@@ -93,6 +95,7 @@ def apply_torch(config):
             f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Refusing to run on the CPU instead. "
             + _TORCH_NO_GPU
         )
+    keep_tensorflow_out_of_keras()
 
 
 def apply_jax(config):
@@ -115,6 +118,28 @@ def apply_jax(config):
             f"Device {config.device} requested but JAX sees only {[str(d) for d in devices]}. "
             + _JAX_NO_GPU
         )
+    keep_tensorflow_out_of_keras()
+
+
+def keep_tensorflow_out_of_keras():
+    """Tells Keras, in a process of another backend, that TensorFlow is not installed.
+
+    Wherever TensorFlow is installed Keras imports it to look at it, whatever the backend:
+    keras.utils.set_random_seed seeds it, saving a model checks values against its types. In a torch or
+    JAX training process that is about 4 s of start-up on 2 cores, TensorFlow's memory and threads, for a
+    framework the run never uses. Keras asks its lazy TensorFlow module whether TensorFlow is available;
+    here the answer is no. Nothing of this package uses TensorFlow on another backend (no tf.data input).
+    A process that imported TensorFlow already, or a Keras without that module, is left as it is.
+    """
+    if backends.TENSORFLOW.package in sys.modules:
+        return
+    try:
+        from keras.src.utils import module_utils
+    except ImportError:
+        return
+    lazy_tensorflow = getattr(module_utils, "tensorflow", None)
+    if lazy_tensorflow is not None and getattr(lazy_tensorflow, "module", None) is None:
+        lazy_tensorflow._available = False
 
 
 def _why_jax_failed(error):
