@@ -295,6 +295,22 @@ def test_the_chainer_window_compiled_on_torch_figures_are_the_records():
     assert autoencoder["weights_checksum"].startswith("625a9de8")
 
 
+def test_the_tensorflow_kept_out_figures_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-tensorflow-kept-out-2026-12-07"
+    runs = json.loads((record / "results.json").read_text())["results"]
+    readme = " ".join((record / "README.md").read_text().split())
+    runtime_doc = " ".join((ROOT / "docs" / "runtime.md").read_text().split())
+    medians = {}
+    for backend in ("torch", "jax"):
+        for code in ("before", "after"):
+            mine = [r for r in runs if r["backend"] == backend and r["code"] == code]
+            assert all(r["tensorflow_imported"] is (code == "before") for r in mine)
+            medians[backend, code] = f"{statistics.median(r['wall_seconds'] for r in mine):.2f}"
+        assert f"| {backend} | {medians[backend, 'before']} | {medians[backend, 'after']} | yes / no |" in readme
+    assert (f"{medians['torch', 'before']} s on torch and {medians['jax', 'before']} s on JAX before, "
+            f"{medians['torch', 'after']} s and {medians['jax', 'after']} s after") in runtime_doc
+
+
 def test_the_gates_one_activation_figures_are_the_records():
     record = ROOT / "docs" / "benchmarks" / "cpu2-gates-one-activation-2026-12-07"
     ops = {side: json.loads((record / f"ops-{side}.json").read_text())["policies"] for side in ("before", "after")}
