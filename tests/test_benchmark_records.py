@@ -291,6 +291,8 @@ def test_the_chainer_window_compiled_on_torch_figures_are_the_records():
     assert f"after about {5 * round(compiling / saved / 5)} updates" in readme
     ratio = statistics.median(seconds["compiled"][1:]) / statistics.median(seconds["eager"][1:])
     assert f"each later update took {ratio:.2f} of eager's time" in readme
+    assert f"the first update's {compiling / 60:.1f} minutes of compiling" in readme
+    assert f"{ratio:.2f} of eager's time per update on 2 CPU cores, after {compiling / 60:.1f} minutes of compiling" in text
     autoencoder = json.loads((record / "autoencoder-compiled-manifest.json").read_text())["result"]
     assert autoencoder["weights_checksum"].startswith("625a9de8")
 

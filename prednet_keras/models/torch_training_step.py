@@ -166,4 +166,3 @@ def compile_training_step(model):
     # Keras' fit, train_on_batch and make_train_function keep a train_function they find.
     model.train_function = train_function
     return True
-
