@@ -1,7 +1,8 @@
 """The in-process switches of each backend (devices, threads, determinism, cuDNN, TF32, oneDNN), applied
 by runtime.configure after the environment is set, and the advice given when a GPU was asked for and the
-backend sees none. Imports only the backend being configured, when asked; on torch and JAX, Keras is told
-that TensorFlow is not there, so that it does not import it either (`keep_tensorflow_out_of_keras`)."""
+backend sees none. Imports only the backend being configured, when asked; on every backend but TensorFlow,
+Keras is told that TensorFlow is not there, so that it does not import it either
+(`keep_tensorflow_out_of_keras`)."""
 
 import os
 import sys
@@ -17,7 +18,10 @@ def apply_switches(config):
         RuntimeSetupError: the backend started before and can no longer take a switch, or cannot run on
             the device asked for.
     """
-    backends.named(config.backend).apply_switches(config)
+    backend = backends.named(config.backend)
+    backend.apply_switches(config)
+    if backend is not backends.TENSORFLOW:
+        keep_tensorflow_out_of_keras()
 
 
 def apply_tensorflow(config):
@@ -95,7 +99,6 @@ def apply_torch(config):
             f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Refusing to run on the CPU instead. "
             + _TORCH_NO_GPU
         )
-    keep_tensorflow_out_of_keras()
 
 
 def apply_jax(config):
@@ -118,7 +121,6 @@ def apply_jax(config):
             f"Device {config.device} requested but JAX sees only {[str(d) for d in devices]}. "
             + _JAX_NO_GPU
         )
-    keep_tensorflow_out_of_keras()
 
 
 def keep_tensorflow_out_of_keras():

@@ -166,6 +166,31 @@ def task_configure_twice():
     return {"same": again == first, "error": error}
 
 
+def task_seed_train_save_load(path, configure):
+    """Seeds Keras, trains a step, saves to PATH and loads it again, after runtime.configure ("1") or in the
+    same environment with Keras alone ("0"): the loss, whether the load gave the weights back, and whether
+    TensorFlow was imported."""
+    if configure == "1":
+        from prednet_keras import runtime
+
+        runtime.configure_from_environment()
+    import keras
+    import numpy as np
+
+    keras.utils.set_random_seed(SEED)
+    model = small_conv_dense()
+    model.compile(optimizer="adam", loss="mse")
+    images = np.random.default_rng(0).random((4, 8, 8, 3), dtype=np.float32)
+    loss = model.fit(images, np.zeros((4, 5), np.float32), verbose=0).history["loss"][0]
+    model.save(path)
+    again = keras.saving.load_model(path)
+    return {
+        "loss": float(loss),
+        "weights_back": all(np.array_equal(a, b) for a, b in zip(model.get_weights(), again.get_weights())),
+        "tensorflow_imported": "tensorflow" in sys.modules,
+    }
+
+
 TASKS = {name[len("task_"):]: fn for name, fn in globals().items() if name.startswith("task_")}
 
 

@@ -17,6 +17,7 @@ from prednet_keras.runtime import childproc
 from prednet_keras.session.lock import FolderLock
 from prednet_keras.study import runner
 from prednet_keras.study.spec import SpecError, load_spec
+from tests.process_state import describe_process
 
 # Slow (real studies in subprocesses): in the full suite, not in the fast loop (pytest -m "not slow").
 pytestmark = pytest.mark.slow
@@ -74,20 +75,8 @@ def processes_writing_to(folder):
 
 
 def describe_processes(pids, run_folders):
-    """What a failed wait shows: each process's state, where it waits, its threads' states and its signals,
-    and the end of each unfinished run's log."""
-    lines = []
-    for pid in pids:
-        proc = Path("/proc", str(pid))
-        try:
-            status = [line for line in (proc / "status").read_text().splitlines()
-                      if line.startswith(("State", "PPid", "Threads", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))]
-            threads = sorted(task.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0]
-                             for task in (proc / "task").iterdir())
-            lines.append(f"process {pid}: {'; '.join(status)}; waits in {(proc / 'wchan').read_text()!r}; "
-                         f"thread states {''.join(threads)}")
-        except OSError as error:
-            lines.append(f"process {pid}: {error}")
+    """What a failed wait shows: where each process is, and the end of each unfinished run's log."""
+    lines = [f"process {pid}: {describe_process(pid)}" for pid in pids]
     for folder in run_folders:
         log = folder / "log.txt"
         tail = log.read_text(errors="replace")[-2000:] if log.is_file() else "(no log)"

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from prednet_keras.runtime import childproc
 from prednet_keras.cli.train import main as train_main
 from prednet_keras.session.lock import RunLock
+from tests.process_state import describe_process
 from tests.train.conftest import TINY, folder_hash
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -43,14 +44,6 @@ def _wait_until(condition, timeout, what):
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def _signal_state(pid):
-    try:
-        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    except OSError:
-        return "gone"
-    return ", ".join(line for line in lines if line.startswith(("State", "SigIgn", "SigBlk", "SigCgt", "SigPnd")))
 
 
 def _python(args, ignoring=(), **kwargs):
@@ -104,8 +97,8 @@ def test_the_parent_passes_signals_on_and_reports_the_childs_status(signum, stat
             out = parent.communicate(timeout=20)[0]
         except subprocess.TimeoutExpired:
             # Seen once in a full run: say what each process ignores, blocks and catches.
-            raise AssertionError(f"no exit 20 s after the signal: parent {_signal_state(parent.pid)}; "
-                                 f"child {_signal_state(child)}") from None
+            raise AssertionError(f"no exit 20 s after the signal: parent {describe_process(parent.pid)}; "
+                                 f"child {describe_process(child)}") from None
     finally:
         parent.kill()
     assert parent.returncode == 0, out
