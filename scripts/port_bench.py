@@ -47,6 +47,9 @@ def parse_arguments(argv=None):
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", required=True, help="where the result goes (must not exist)")
+    parser.add_argument("--cudnn-benchmark", action="store_true",
+                        help="torch.backends.cudnn.benchmark on (cuDNN's algorithms picked by timing them, as our "
+                             "--autotune does on torch); kitti_train.py leaves it off")
     parser.add_argument("--profile", metavar="FOLDER",
                         help="after the timed steps, trace 5 more with torch.profiler into FOLDER (trace.json) and "
                              "put where their time went into the JSON, as prednet-bench --profile does; not timed")
@@ -82,6 +85,7 @@ def main(argv=None):
     on_gpu = args.device == "gpu"
     if on_gpu and not torch.cuda.is_available():
         sys.exit("port_bench: --device gpu: torch sees no CUDA device")
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     if not on_gpu:
         torch.Tensor.cuda = lambda self, *args, **kwargs: self
         torch.cuda.FloatTensor = torch.FloatTensor
@@ -171,6 +175,7 @@ def _gpu(torch):
     return {"gpu": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(), "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
             "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn_benchmark": torch.backends.cudnn.benchmark,
             "device_peak_bytes": torch.cuda.max_memory_allocated()}
 
 

@@ -14,6 +14,8 @@
 #                                  with the command; BEFORE_COMMIT names it): the next configuration with that code,
 #                                  run from BEFORE_DIR so that its package is the one imported
 #   torch-eager-float32-bB         ours, PyTorch backend, eager (Keras' default on torch)
+#   torch-eager-autotune-float32-bB  the same with --autotune (torch's cudnn.benchmark: cuDNN's convolution
+#                                  algorithms picked by timing them; off by default on torch, on in XLA)
 #   jax-float32-bB                 ours, JAX (the GPU default)
 #   jax-float32-cm8-bB             the same with PREDNET_CHANNEL_MULTIPLE=8 (layers/channel_alignment.py)
 #   jax-bf16-bB, jax-bf16-cm8-bB   JAX mixed_bfloat16, without and with the channel alignment
@@ -22,10 +24,14 @@
 #   torch-compiled-float32-bB      ours, PyTorch backend, torch.compile (--jit-compile)
 #   torch-compiled-float32-bB-r2   the same in a later process, which finds Inductor's cache the first one left
 #                                  (runtime/compile_cache.py): its first step is the one issue 40 wants under 30 s
+#   torch-compiled-autotune-float32-bB  the same as the -r2 process with --autotune (the cache is Inductor's
+#                                  graphs, which cudnn.benchmark does not change)
 #   torch-compiled-cudagraphs-bB   the same with TORCHINDUCTOR_CUDAGRAPHS=1: Inductor's CUDA graphs, the switch
 #                                  torch.compile's mode "reduce-overhead" sets (Keras' jit_compile does not take
 #                                  a mode); the JSON's torch_cudagraph_skips counts the graphs Inductor ran without them
 #   port-bB-r2                     the port again, so drift of the machine shows
+#   port-autotune-bB               the port with cudnn.benchmark on (port_bench.py --cudnn-benchmark), the fair
+#                                  partner of the -autotune configurations; not in the port's mean ("x port")
 #   torch-eager-float32-bB-profile, port-bB-profile
 #                                  with PERF_PROFILE=1: ours eager and the port with 5 more steps traced by
 #                                  torch.profiler (prednet-bench --profile, port_bench.py --profile) into profiles/;
@@ -58,6 +64,7 @@ for b in ${PORT_BATCHES:-16 4}; do
         bench_before "torch-eager-before-float32-b$b" 120 30 --backend torch --batch-size "$b"
     fi
     bench "torch-eager-float32-b$b" 120 30 --backend torch --batch-size "$b"
+    bench "torch-eager-autotune-float32-b$b" 120 30 --backend torch --autotune --batch-size "$b"
     bench "jax-float32-b$b" 120 30 --backend jax --batch-size "$b"
     PREDNET_CHANNEL_MULTIPLE=8 bench "jax-float32-cm8-b$b" 120 30 --backend jax --batch-size "$b"
     bench "jax-bf16-b$b" 120 30 --backend jax --precision mixed_bfloat16 --batch-size "$b"
@@ -71,8 +78,10 @@ for b in ${PORT_BATCHES:-16 4}; do
     fi
     bench "torch-compiled-float32-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
     bench "torch-compiled-float32-b$b-r2" 200 60 --backend torch --jit-compile --batch-size "$b"
+    bench "torch-compiled-autotune-float32-b$b" 200 60 --backend torch --jit-compile --autotune --batch-size "$b"
     TORCHINDUCTOR_CUDAGRAPHS=1 bench "torch-compiled-cudagraphs-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
     port_run "port-b$b-r2" "$b"
+    port_run "port-autotune-b$b" "$b" --cudnn-benchmark
     if [ -n "${PERF_PROFILE:-}" ]; then
         bench "torch-eager-float32-b$b-profile" 150 40 --backend torch --batch-size "$b" --profile "$out/profiles"
         port_run "port-b$b-profile" "$b" --profile "$out/profiles/port-b$b"
@@ -95,7 +104,7 @@ for row in status:
     batch = int(re.search(r"-b(\d+)", name).group(1))
     if name.startswith("port"):
         fps, median, first = document["fps"], document["step_ms_median"], document["warmup_seconds"][0]
-        if not name.endswith("-profile"):
+        if re.fullmatch(r"port-b\d+-r\d+", name):  # the port as kitti_train.py runs it
             port_fps.setdefault(batch, []).append(fps)
         note = ""
         profile = document.get("profile")
