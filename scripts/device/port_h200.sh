@@ -26,12 +26,12 @@
 #                                  (runtime/compile_cache.py): its first step is the one issue 40 wants under 30 s
 #   torch-compiled-autotune-float32-bB  the same as the -r2 process with --autotune (the cache is Inductor's
 #                                  graphs, which cudnn.benchmark does not change)
-#   torch-compiled-cudagraphs-bB   the same with TORCHINDUCTOR_CUDAGRAPHS=1: Inductor's CUDA graphs, the switch
-#                                  torch.compile's mode "reduce-overhead" sets (Keras' jit_compile does not take
-#                                  a mode); the JSON's torch_cudagraph_skips counts the graphs Inductor ran without them
 #   port-bB-r2                     the port again, so drift of the machine shows
 #   port-autotune-bB               the port with cudnn.benchmark on (port_bench.py --cudnn-benchmark), the fair
 #                                  partner of the -autotune configurations; not in the port's mean ("x port")
+#   torch-compiled-cudagraphs-bB   compiled with TORCHINDUCTOR_CUDAGRAPHS=1: Inductor's CUDA graphs, the switch
+#                                  torch.compile's mode "reduce-overhead" sets (Keras' jit_compile does not take
+#                                  a mode); the JSON's torch_cudagraph_skips counts the graphs Inductor ran without them
 #   torch-eager-float32-bB-profile, port-bB-profile
 #                                  with PERF_PROFILE=1: ours eager and the port with 5 more steps traced by
 #                                  torch.profiler (prednet-bench --profile, port_bench.py --profile) into profiles/;
@@ -79,9 +79,9 @@ for b in ${PORT_BATCHES:-16 4}; do
     bench "torch-compiled-float32-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
     bench "torch-compiled-float32-b$b-r2" 200 60 --backend torch --jit-compile --batch-size "$b"
     bench "torch-compiled-autotune-float32-b$b" 200 60 --backend torch --jit-compile --autotune --batch-size "$b"
-    TORCHINDUCTOR_CUDAGRAPHS=1 bench "torch-compiled-cudagraphs-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
     port_run "port-b$b-r2" "$b"
     port_run "port-autotune-b$b" "$b" --cudnn-benchmark
+    TORCHINDUCTOR_CUDAGRAPHS=1 bench "torch-compiled-cudagraphs-b$b" 300 90 --backend torch --jit-compile --batch-size "$b"
     if [ -n "${PERF_PROFILE:-}" ]; then
         bench "torch-eager-float32-b$b-profile" 150 40 --backend torch --batch-size "$b" --profile "$out/profiles"
         port_run "port-b$b-profile" "$b" --profile "$out/profiles/port-b$b"
