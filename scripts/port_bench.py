@@ -85,6 +85,8 @@ def main(argv=None):
     on_gpu = args.device == "gpu"
     if on_gpu and not torch.cuda.is_available():
         sys.exit("port_bench: --device gpu: torch sees no CUDA device")
+    if args.cudnn_benchmark and not on_gpu:
+        sys.exit("port_bench: --cudnn-benchmark needs --device gpu (a CPU run has no cuDNN algorithms to time)")
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
     if not on_gpu:
         torch.Tensor.cuda = lambda self, *args, **kwargs: self
@@ -132,7 +134,7 @@ def main(argv=None):
         "port": {"repository": REPOSITORY, "sha256": digests},
         "config": {"device": args.device, "threads": args.threads, "batch_size": args.batch_size, "size": [height, width],
                    "nt": nt, "channels": list(channels), "steps": args.steps, "warmup": args.warmup,
-                   "seed": args.seed},
+                   "seed": args.seed, "cudnn_benchmark": args.cudnn_benchmark},
         "fps": frames_per_step * args.steps / sum(step_seconds),
         "frames_per_step": frames_per_step,
         "step_seconds": [round(s, 6) for s in step_seconds],
