@@ -48,6 +48,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from prednet_keras.layers import device_constants
 from prednet_keras.layers.chainer import NumpyZeros
 from prednet_keras.models.protocols import (
     ProtocolResult,
@@ -271,10 +272,14 @@ class ChainerWindowModel(keras.Model):
             raise ValueError("ChainerWindowModel needs a built ChainerPredNetCell with output_mode='prediction'.")
         self.cell = cell
         # A plain RNN around the same cell: the window needs the final states,
-        # the saved model does not (it keeps the ChainerPredNet wrapper).
+        # the saved model does not (it keeps the ChainerPredNet wrapper). Eager
+        # torch steps through the window itself (`_time_loop`).
         self.rnn = keras.layers.RNN(cell, return_sequences=True, return_state=True, unroll=bool(unroll),
                                     name="window_rnn")
         self.bprop = int(bprop)
+        # Built here, where eager torch never calls it: a model with an unbuilt layer has Keras trace its whole
+        # call symbolically at every call, looking for the state to build.
+        self.rnn.build((1, self.bprop) + cell.layer_shape(0, cell.stack_sizes[0]))
         self.tbptt = tbptt
         self.emulate_cpu_aliasing = bool(emulate_cpu_aliasing)
         L = cell.nb_layers
@@ -308,8 +313,11 @@ class ChainerWindowModel(keras.Model):
                 z = cell._conv(cell.conv_p[l], h_l)
                 relu_mask = ops.cast(p_l > 0, p_l.dtype)
                 states[2 * L + l] = p_l + relu_mask * (z - ops.stop_gradient(z))
-        result = self.rnn(frames[:, :-1], initial_state=states, mask=valid > 0.5, training=training)
-        predictions, new_states = result[0], result[1:]
+        if device_constants.eager_torch():
+            predictions, new_states = self._time_loop(frames[:, :-1], states, valid > 0.5, training)
+        else:
+            result = self.rnn(frames[:, :-1], initial_state=states, mask=valid > 0.5, training=training)
+            predictions, new_states = result[0], result[1:]
         for variable, value in zip(self.carried, new_states):
             variable.assign(value)
 
@@ -321,6 +329,26 @@ class ChainerWindowModel(keras.Model):
         else:
             objective = true_mse
         return ops.stack([objective * valid, ops.stop_gradient(true_mse) * valid], axis=1)
+
+    def _time_loop(self, inputs, states, mask, training):
+        """The masked RNN over the window as Keras' torch backend computes it, the same operations on the same
+        values, written out for eager torch, where every operation is dispatched from Python: Keras' rolled
+        form runs the cell once more, on the first frame, to learn the output's shape, and its masked form
+        passes the outputs and states through its tree functions at every step. A masked step (the padding in
+        front of a first window) keeps the state it had and the output before it (zeros at the first step).
+
+        Not for torch.compile, which traces a Python loop whole: with the window's 20 steps in one graph, the
+        first update at 64x80 was still compiling after 7.5 minutes on 2 CPU cores (Keras' rolled loop: 2.6
+        minutes, TorchDynamo reusing one step's graph at every step)."""
+        outputs = []
+        output = None
+        for t in range(inputs.shape[1]):
+            new_output, new_states = self.cell(inputs[:, t], states, training=training)
+            keep = ops.reshape(mask[:, t], (-1, 1, 1, 1))
+            output = ops.where(keep, new_output, ops.zeros_like(new_output) if output is None else output)
+            states = [ops.where(keep, new, old) for new, old in zip(new_states, states)]
+            outputs.append(output)
+        return ops.stack(outputs, axis=1), states
 
 
 class ChainerPredNetTrainer:
