@@ -177,7 +177,6 @@ def _gpu(torch):
     return {"gpu": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(), "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
             "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "cudnn_benchmark": torch.backends.cudnn.benchmark,
             "device_peak_bytes": torch.cuda.max_memory_allocated()}
 
 

@@ -129,8 +129,9 @@ def keep_tensorflow_out_of_keras():
     Wherever TensorFlow is installed Keras imports it to look at it, whatever the backend:
     keras.utils.set_random_seed seeds it, saving a model checks values against its types. In a torch or
     JAX training process that is about 2 s of its start on 2 cores (docs/benchmarks/cpu2-tensorflow-kept-out-
-    2026-12-07), TensorFlow's memory and threads, for a framework the run never uses. Keras asks its lazy TensorFlow module whether TensorFlow is available;
-    here the answer is no. Nothing of this package uses TensorFlow on another backend (no tf.data input).
+    2026-12-07), TensorFlow's memory and threads, for a framework the run never uses. Keras asks its lazy
+    TensorFlow module whether TensorFlow is available; here the answer is no. Nothing of this package uses
+    TensorFlow on another backend (no tf.data input).
     A process that imported TensorFlow already, or a Keras without that module, is left as it is.
     """
     if backends.TENSORFLOW.package in sys.modules:
