@@ -332,3 +332,23 @@ def test_the_gates_one_activation_figures_are_the_records():
     identity = (record / "identity.txt").read_text()
     compared = [line for line in identity.splitlines() if line.startswith(("torch", "jax", "tensorflow"))]
     assert len(compared) == 4 and all(", weights DIFFER (" in line for line in compared)
+
+
+def test_the_activations_once_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-activations-once-2026-12-07"
+    found = {t: json.loads((record / f"ops-{t}.json").read_text())["policies"] for t in ("before", "after")}
+    readme = " ".join((record / "README.md").read_text().split())
+    text = " ".join(BENCHMARKS.read_text().split())
+    for policy in ("float32", "mixed_bfloat16"):
+        before, after = found["before"][policy]["total"], found["after"][policy]["total"]
+        row = f"| {policy}, every operation | {before:,} | {after:,} | {100 * (after - before) / before:.1f}% |"
+        assert row in text and row in readme, policy
+    ops = {t: found[t]["float32"]["by_operation"] for t in ("before", "after")}
+    # The clamp once per layer and step instead of once per gate (4 layers, nt 10), and its backward with it.
+    for name in ("aten.clamp", "aten.ge", "aten.le", "aten.logical_and"):
+        assert (ops["before"][name], ops["after"][name]) == (120, 40), name
+    assert f"from {ops['before']['aten.mul']} to {ops['after']['aten.mul']}" in readme
+    assert f"`zeros` rises from {ops['before']['aten.zeros']} to {ops['after']['aten.zeros']}" in readme
+    compared = [line for line in (record / "identity.txt").read_text().splitlines()
+                if line.startswith(("torch", "tensorflow"))]
+    assert len(compared) == 4 and all("history identical, weights identical" in line for line in compared)

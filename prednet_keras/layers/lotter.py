@@ -37,6 +37,9 @@ Deliberate differences from the Keras 2 code (numerically equivalent):
 - on eager torch, the convolutions and the pooling are given channels_first views of
   the channels_last tensors, which spares Keras' copies of them
   (_channels_last_through_channels_first): the same bits;
+- on eager torch, the gate activation runs once over the four gates' fused output, the
+  candidate's part unused (PredNetCell._gates), and the error activation once over both
+  halves (PredNetCell._errors): the same bits;
 - opt-in (PREDNET_CHANNEL_MULTIPLE), the convolutions' input channels are padded with
   zeros inside the step for GPU kernels (channel_alignment); off by default.
 
@@ -317,9 +320,7 @@ class PredNetCell(keras.layers.Layer):
                 frame_prediction = ahat
                 # E_0 against the frame as given (float32 under a mixed policy).
                 ahat = self._exact(ahat)
-            error = ops.concatenate(
-                [self._error_act(ahat - a), self._error_act(a - ahat)], axis=-1
-            )
+            error = self._errors(ahat, a)
             errors[l], e[l] = error, self._act(error)
             if self.output_layer_num == l:
                 output = {"A": a, "Ahat": ahat, "R": r[l], "E": error}[self.output_layer_type]
@@ -344,6 +345,15 @@ class PredNetCell(keras.layers.Layer):
             new_states += [self._exact(frame_prediction), t + 1]
         return output, new_states
 
+    def _errors(self, ahat, a):
+        """[act(ahat - a), act(a - ahat)]. On eager torch the activation runs once, on the concatenation: it
+        is elementwise, so the same bits, with one operation and its backward fewer dispatched from Python.
+        (As act([d, -d]) it would save a subtraction too, but where ahat equals a, -d is -0.0 and a - ahat
+        is +0.0.)"""
+        if device_constants.eager_torch():
+            return self._error_act(ops.concatenate([ahat - a, a - ahat], axis=-1))
+        return ops.concatenate([self._error_act(ahat - a), self._error_act(a - ahat)], axis=-1)
+
     def _conv(self, kind, l, x):
         conv = self.convs[kind][l]
         return self._add_bias(self._convolve(x, conv.kernel), conv.bias)
@@ -365,9 +375,19 @@ class PredNetCell(keras.layers.Layer):
         return y + self._act(ops.broadcast_to(bias, ops.shape(y)))
 
     def _gates(self, x, l, gate_weights=None):
-        """i, f, candidate (pre-activation), o of layer l: one fused convolution."""
+        """i, f, candidate (pre-activation), o of layer l: one fused convolution.
+
+        On eager torch the gate activation runs once over all four parts and the candidate's part of
+        it is left unused: Keras 2's hard sigmoid is three operations forward and six backward, dispatched
+        one by one from Python, and once instead of three times saves about 12 of them per layer and
+        step. It is elementwise, so i, f and o are the same values, and the candidate's part sends back
+        a zero gradient, which adds nothing to the candidate's own: the same bits."""
         kernel, bias = gate_weights[l] if gate_weights is not None else self._fused_gate_weights(l)
         z = self._add_bias(self._convolve(x, kernel), bias)
+        if device_constants.eager_torch():
+            i, f, _, o = ops.split(self._gate_act(z), 4, axis=-1)
+            size = self.R_stack_sizes[l]
+            return i, f, z[..., 2 * size : 3 * size], o
         z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
         return self._gate_act(z_i), self._gate_act(z_f), z_c, self._gate_act(z_o)
 

@@ -1,6 +1,7 @@
 """On eager torch, PredNet concatenates its gates' kernels and biases once per sequence instead of at every
 time step (PredNetCell.fused_gate_weights_once) and gives its convolutions and pooling channels_first views
-instead of letting Keras copy their inputs (lotter._channels_last_through_channels_first), and computes the
+instead of letting Keras copy their inputs (lotter._channels_last_through_channels_first), and takes the gates'
+activation once over their fused output and the errors' activation once over both halves, and computes the
 same bits: outputs and every weight's gradient, in float32 and in mixed_bfloat16. Elsewhere it changes
 nothing."""
 
@@ -38,14 +39,16 @@ def run(policy, once):
     upstream = torch.tensor(rng.normal(size=tuple(out.shape)), dtype=out.dtype)
     (out * upstream).sum().backward()
     grads = [bits(w.value.grad) for w in layer.trainable_weights]
-    return {"out": bits(out), "grads": grads, "cat": count.ops["aten.cat"], "clone": count.ops["aten.clone"]}
+    return {"out": bits(out), "grads": grads, **{name: count.ops[f"aten.{name}"] for name in ("cat", "clone", "clamp", "relu")}}
 
 result = {}
 for policy in ("float32", "mixed_bfloat16"):
     once, every = run(policy, True), run(policy, False)
     result[policy] = {"same outputs": once["out"] == every["out"], "same gradients": once["grads"] == every["grads"],
                       "gradients": len(once["grads"]), "cat once": once["cat"], "cat every step": every["cat"],
-                      "clone once": once["clone"], "clone every step": every["clone"]}
+                      "clone once": once["clone"], "clone every step": every["clone"],
+                      "clamp once": once["clamp"], "clamp every step": every["clamp"],
+                      "relu once": once["relu"], "relu every step": every["relu"]}
 json.dump(result, sys.stdout)
 """
 
@@ -69,6 +72,10 @@ def test_the_same_bits_with_the_kernels_concatenated_once(torch_result, policy):
     # Keras' copies, forward only (their backward copies nothing): 2 of each convolution's input and 1 of its
     # kernel, 8 convolutions a step (3 gates, 3 predictions, 2 targets), and 1 of each of the 2 poolings' inputs.
     assert found["clone every step"] == 5 * (3 * 8 + 2) and found["clone once"] == 0
+    # Keras 2's hard sigmoid, one clamp per gate (3 gates, 3 layers, 5 steps), once over the fused output; the
+    # errors' rectified halves, one relu per half (3 layers), once over both.
+    assert (found["clamp every step"], found["clamp once"]) == (3 * 3 * 5, 3 * 5)
+    assert found["relu every step"] - found["relu once"] == 3 * 5
 
 
 def test_other_backends_build_the_same_program():
