@@ -6,6 +6,10 @@ backward and Adam's update) with a TorchDispatchMode over one `train_on_batch` a
 4 layers (3,4,8,16), 16x16 frames, nt 10, batch 4, the time loop unrolled.
 
     KERAS_BACKEND=torch PYTHONPATH=CHECKOUT python scripts/torch_ops_per_step.py --json ops.json
+
+`--model chainer-window` counts instead one update of the study's Chainer PredNet window (4 layers 3,4,8,16,
+16x16, a window of 20 frames, batch 1: `ChainerPredNetTrainer.update`, the third, so that the state carried
+between windows is there), in float32.
 """
 
 import argparse
@@ -51,16 +55,36 @@ def count(policy):
     return {"total": sum(counter.ops.values()), "by_operation": dict(counter.ops.most_common())}
 
 
+def count_chainer_window():
+    import numpy as np
+
+    from prednet_keras.models.chainer_protocol import ChainerPredNetTrainer
+
+    trainer = ChainerPredNetTrainer((16, 16, 3), dict(stack_sizes=(3, 4, 8, 16)), bprop=20)
+    trainer.build_window()
+    frames = np.random.default_rng(0).random((21, 16, 16, 3), dtype=np.float32)
+    trainer.update(frames, starts_sequence=True)  # builds the optimizer's state
+    trainer.update(frames, starts_sequence=False)
+    with operation_counter() as counter:
+        trainer.update(frames, starts_sequence=False)
+    return {"total": sum(counter.ops.values()), "by_operation": dict(counter.ops.most_common())}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", required=True, help="where the counts go")
+    parser.add_argument("--model", choices=("lotter", "chainer-window"), default="lotter",
+                        help="Lotter's training step (default) or the Chainer window's update")
     args = parser.parse_args(argv)
     if os.environ.get("KERAS_BACKEND") != "torch":
         parser.error("set KERAS_BACKEND=torch")
     import prednet_keras
 
-    result = {"prednet_keras": os.path.dirname(prednet_keras.__file__),
-              "policies": {policy: count(policy) for policy in ("float32", "mixed_bfloat16")}}
+    if args.model == "chainer-window":
+        policies = {"float32": count_chainer_window()}
+    else:
+        policies = {policy: count(policy) for policy in ("float32", "mixed_bfloat16")}
+    result = {"prednet_keras": os.path.dirname(prednet_keras.__file__), "model": args.model, "policies": policies}
     with open(args.json, "w") as handle:
         json.dump(result, handle, indent=1)
     for policy, found in result["policies"].items():

@@ -352,3 +352,20 @@ def test_the_activations_once_records():
     compared = [line for line in (record / "identity.txt").read_text().splitlines()
                 if line.startswith(("torch", "tensorflow"))]
     assert len(compared) == 4 and all("history identical, weights identical" in line for line in compared)
+
+
+def test_the_chainer_window_operations_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-chainer-window-eager-2026-12-07"
+    found = {t: json.loads((record / f"ops-{t}.json").read_text()) for t in ("before", "after")}
+    assert all(found[t]["model"] == "chainer-window" for t in found)
+    ops = {t: found[t]["policies"]["float32"] for t in found}
+    readme = " ".join((record / "README.md").read_text().split())
+    text = " ".join(BENCHMARKS.read_text().split())
+    before, after = ops["before"]["total"], ops["after"]["total"]
+    row = f"| float32, every operation | {before:,} | {after:,} | {100 * (after - before) / before:.1f}% |"
+    assert row in readme and row in text
+    for label, name in (("copies (`aten.clone`)", "aten.clone"), ("concatenations (`aten.cat`)", "aten.cat"),
+                        ("`aten.where`", "aten.where"),
+                        ("numbers made into tensors (`aten.lift_fresh`)", "aten.lift_fresh")):
+        counts = [ops[t]["by_operation"].get(name, 0) for t in ("before", "after")]
+        assert f"| {label} | {counts[0]} | {counts[1]} | |" in readme, name

@@ -31,7 +31,11 @@ float32 round-off):
   convolution with concatenated kernels (the weights stay separate);
 - channels_last layout: Chainer's (out, in, kh, kw) kernels are stored as
   (kh, kw, in, out), its (1, C, H, W) peepholes as (H, W, C);
-- any batch size (the original's zero states had batch 1 built in).
+- any batch size (the original's zero states had batch 1 built in);
+- on eager torch, the operations of `feature_maps` (convolutions and pooling through
+  channels_first views, the errors' relu once over both halves), the clip's bounds made
+  once (device_constants) and, in the study's window, the gates' kernels concatenated once
+  per window (`ChainerPredNetCell.fused_gate_weights_once`): the same bits.
 """
 
 import math
@@ -40,6 +44,9 @@ import keras
 import numpy as np
 from keras import ops
 
+from prednet_keras.layers import device_constants
+from prednet_keras.layers.device_constants import scalar
+from prednet_keras.layers.feature_maps import convolve_same, maxpool2x2, rectified_halves, upsample2x
 from prednet_keras.layers.lotter import check_frame_size
 
 __all__ = [
@@ -285,7 +292,9 @@ class ChainerPredNetCell(keras.layers.Layer):
         return states
 
     # ------------------------------------------------------------------- step
-    def call(self, x, states, training=False):
+    def call(self, x, states, training=False, gate_weights=None):
+        """One time step. `gate_weights`: the gates' (kernel, bias) per layer, made once for the window
+        (`fused_gate_weights_once`); None: made here."""
         L = self.nb_layers
         h_prev, c_prev, p_prev = states[:L], states[L : 2 * L], states[2 * L : 3 * L]
 
@@ -294,15 +303,15 @@ class ChainerPredNetCell(keras.layers.Layer):
         a = x
         for l in range(L):
             if l > 0:
-                a = _maxpool2x2(ops.relu(self._conv(self.conv_a[l], e[l - 1])))
-            e.append(ops.concatenate([ops.relu(a - p_prev[l]), ops.relu(p_prev[l] - a)], axis=-1))
+                a = maxpool2x2(ops.relu(self._conv(self.conv_a[l], e[l - 1])))
+            e.append(rectified_halves(ops.relu, a, p_prev[l]))
 
         # 2. Top-down ConvLSTM: layer l reads the NEW h of layer l+1.
         h = [None] * L
         c = [None] * L
         for l in reversed(range(L)):
-            inputs = [e[l]] + ([_upsample2x(h[l + 1])] if l < L - 1 else []) + [h_prev[l]]
-            z_i, z_f, z_c, z_o = self._gate_preactivations(l, ops.concatenate(inputs, axis=-1))
+            inputs = [e[l]] + ([upsample2x(h[l + 1])] if l < L - 1 else []) + [h_prev[l]]
+            z_i, z_f, z_c, z_o = self._gate_preactivations(l, ops.concatenate(inputs, axis=-1), gate_weights)
             peep = self.peepholes[l]
             i = ops.sigmoid(z_i + peep["i"](c_prev[l]))
             f = ops.sigmoid(z_f + peep["f"](c_prev[l]))
@@ -325,25 +334,42 @@ class ChainerPredNetCell(keras.layers.Layer):
     def predict(self, l, h_l):
         """Layer l's prediction from its LSTM output: clip(ConvP_0(h), 0, 1) or relu(ConvP_l(h))."""
         z = self._conv(self.conv_p[l], h_l)
-        return ops.clip(z, 0.0, 1.0) if l == 0 else ops.relu(z)
+        # The bounds as Keras makes them, made once on torch (device_constants: not a copy to the GPU per call).
+        return ops.clip(z, scalar(0.0, z), scalar(1.0, z)) if l == 0 else ops.relu(z)
 
     def _conv(self, layer, x):
-        y = ops.conv(x, layer.kernel, strides=1, padding="same", data_format="channels_last")
+        y = convolve_same(x, layer.kernel)
         return y + layer.bias if layer.use_bias else y
 
-    def _gate_preactivations(self, l, x):
+    def _gate_preactivations(self, l, x, gate_weights=None):
         """z_i, z_f, z_c, z_o of layer l from [e_l, up(h_{l+1}), h_l]: one fused convolution.
 
         Summing separate convolutions over the inputs equals one convolution of
         the concatenated inputs with the kernels concatenated on the input axis.
         """
+        kernel, bias = gate_weights[l] if gate_weights is not None else self._fused_gate_weights(l)
+        return ops.split(convolve_same(x, kernel) + bias, 4, axis=-1)
+
+    def _fused_gate_weights(self, l):
         convs = self.gate_convs[l]
         kernel = ops.concatenate(
             [ops.concatenate([conv.kernel for conv in convs[gate]], axis=2) for gate in GATES], axis=3
         )
-        bias = ops.concatenate([convs[gate][-1].bias for gate in GATES], axis=0)
-        z = ops.conv(x, kernel, strides=1, padding="same", data_format="channels_last") + bias
-        return ops.split(z, 4, axis=-1)
+        return kernel, ops.concatenate([convs[gate][-1].bias for gate in GATES], axis=0)
+
+    def fused_gate_weights_once(self):
+        """[(kernel, bias) of the gates] per layer, for every step of a window to share; None where not.
+
+        The weights do not change within a window, so the values are the ones each step would make; on eager
+        torch, where each operation and its backward is dispatched from Python, the 5 concatenations per layer
+        and step (each gate's kernels over its inputs, the gates, the biases) are made once per window, and
+        their backward, which splits the kernel's gradient back into its 12 weights, runs once, after every
+        step's gradient is summed. Elsewhere None: XLA and torch.compile merge the repeats themselves. Only
+        where the weights are computed in their own dtype: under a mixed policy each step's access casts
+        them, and a cast made once would have the steps' gradients summed in the lower precision."""
+        if not device_constants.eager_torch() or self.compute_dtype != self.variable_dtype:
+            return None
+        return [self._fused_gate_weights(l) for l in range(self.nb_layers)]
 
     def output_shape_for(self):
         """Per-step output shape (without batch)."""
@@ -560,17 +586,3 @@ def _positive_ints(name, values):
     if any(v < 1 for v in out):
         raise ValueError(f"`{name}` must be a list of positive integers, got {values!r}.")
     return out
-
-
-def _upsample2x(x):
-    """Nearest-neighbour 2x upsampling of (batch, H, W, C) (Chainer's unpooling_2d(x, 2, cover_all=False)).
-
-    stack + reshape rather than `ops.repeat`, whose TensorFlow gradient XLA cannot compile.
-    """
-    _, height, width, channels = x.shape
-    x = ops.reshape(ops.stack([x, x], axis=3), (-1, height, 2 * width, channels))
-    return ops.reshape(ops.stack([x, x], axis=2), (-1, 2 * height, 2 * width, channels))
-
-
-def _maxpool2x2(x):
-    return ops.max_pool(x, pool_size=2, strides=2, padding="valid", data_format="channels_last")

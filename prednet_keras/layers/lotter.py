@@ -35,11 +35,10 @@ Deliberate differences from the Keras 2 code (numerically equivalent):
 - on eager torch, the gates' kernels and biases are concatenated once per sequence,
   not at every time step (PredNetCell.fused_gate_weights_once): the same bits;
 - on eager torch, the convolutions and the pooling are given channels_first views of
-  the channels_last tensors, which spares Keras' copies of them
-  (_channels_last_through_channels_first): the same bits;
+  the channels_last tensors, which spares Keras' copies of them, and the error activation
+  runs once over both halves (feature_maps): the same bits;
 - on eager torch, the gate activation runs once over the four gates' fused output, the
-  candidate's part unused (PredNetCell._gates), and the error activation once over both
-  halves (PredNetCell._errors): the same bits;
+  candidate's part unused (PredNetCell._gates): the same bits;
 - opt-in (PREDNET_CHANNEL_MULTIPLE), the convolutions' input channels are padded with
   zeros inside the step for GPU kernels (channel_alignment); off by default.
 
@@ -84,6 +83,7 @@ from prednet_keras.options.frame_size import check_frame_size
 from prednet_keras.layers.channel_alignment import channel_multiple_from_environment, pad_input_channels
 from prednet_keras.layers import device_constants
 from prednet_keras.layers.device_constants import scalar
+from prednet_keras.layers.feature_maps import convolve_same, maxpool2x2, rectified_halves, upsample2x
 from prednet_keras.layers.lotter_args import (
     _as_int_list,
     _kernel_size,
@@ -301,7 +301,7 @@ class PredNetCell(keras.layers.Layer):
         for l in reversed(range(L)):
             inputs = [r_tm1[l], e_tm1[l]]
             if l < L - 1:
-                inputs.append(_upsample2x(r[l + 1]))
+                inputs.append(upsample2x(r[l + 1]))
             x = ops.concatenate(inputs, axis=-1)
             i, f, candidate, o = self._gates(x, l, gate_weights)
             # c is float32 (see the module docstring): f * c and the sum are computed in it.
@@ -320,12 +320,12 @@ class PredNetCell(keras.layers.Layer):
                 frame_prediction = ahat
                 # E_0 against the frame as given (float32 under a mixed policy).
                 ahat = self._exact(ahat)
-            error = self._errors(ahat, a)
+            error = rectified_halves(self._error_act, ahat, a)
             errors[l], e[l] = error, self._act(error)
             if self.output_layer_num == l:
                 output = {"A": a, "Ahat": ahat, "R": r[l], "E": error}[self.output_layer_type]
             if l < L - 1:
-                a = _maxpool2x2(self._a_act(self._conv("a", l, e[l])))
+                a = maxpool2x2(self._a_act(self._conv("a", l, e[l])))
 
         if output is None:
             if self.output_mode == "prediction":
@@ -345,15 +345,6 @@ class PredNetCell(keras.layers.Layer):
             new_states += [self._exact(frame_prediction), t + 1]
         return output, new_states
 
-    def _errors(self, ahat, a):
-        """[act(ahat - a), act(a - ahat)]. On eager torch the activation runs once, on the concatenation: it
-        is elementwise, so the same bits, with one operation and its backward fewer dispatched from Python.
-        (As act([d, -d]) it would save a subtraction too, but where ahat equals a, -d is -0.0 and a - ahat
-        is +0.0.)"""
-        if device_constants.eager_torch():
-            return self._error_act(ops.concatenate([ahat - a, a - ahat], axis=-1))
-        return ops.concatenate([self._error_act(ahat - a), self._error_act(a - ahat)], axis=-1)
-
     def _conv(self, kind, l, x):
         conv = self.convs[kind][l]
         return self._add_bias(self._convolve(x, conv.kernel), conv.bias)
@@ -362,9 +353,7 @@ class PredNetCell(keras.layers.Layer):
         x, kernel = self._act(x), self._act(kernel)
         if self.channel_multiple:  # off by default: then the graph has no trace of it
             x, kernel = pad_input_channels(x, kernel, self.channel_multiple)
-        if device_constants.eager_torch():
-            return _channels_last_through_channels_first(ops.conv, x, kernel, strides=1, padding="same")
-        return ops.conv(x, kernel, strides=1, padding="same", data_format="channels_last")
+        return convolve_same(x, kernel)
 
     def _add_bias(self, y, bias):
         # Under a mixed policy the bias is broadcast in float32, then cast: its gradient, a sum
@@ -732,33 +721,3 @@ def dtype_name(dtype):
     if name is None:
         name = _DTYPE_NAMES[dtype] = keras.backend.standardize_dtype(dtype)
     return name
-
-
-def _upsample2x(x):
-    """Nearest-neighbour 2x upsampling of (batch, H, W, C).
-
-    Built from stack + reshape rather than `ops.repeat`: TensorFlow's gradient
-    of repeat needs run-time shapes, which XLA (jit_compile) cannot compile.
-    """
-    _, height, width, channels = x.shape
-    x = ops.reshape(ops.stack([x, x], axis=3), (-1, height, 2 * width, channels))
-    return ops.reshape(ops.stack([x, x], axis=2), (-1, 2 * height, 2 * width, channels))
-
-
-def _maxpool2x2(x):
-    if device_constants.eager_torch():
-        return _channels_last_through_channels_first(ops.max_pool, x, pool_size=2, strides=2, padding="valid")
-    return ops.max_pool(x, pool_size=2, strides=2, padding="valid", data_format="channels_last")
-
-
-def _channels_last_through_channels_first(operation, x, *args, **kwargs):
-    """`operation` (a convolution or a pooling) of channels_last `x`, given to it as a channels_first view.
-
-    On eager torch, Keras' channels_last convolution copies its input twice (to channels_first memory, then
-    back to channels_last memory, the layout it runs in) and its kernel once, and its pooling copies its input
-    once, each an operation dispatched from Python. The transposed view is already a channels_first tensor in
-    channels_last memory: torch runs the same kernel on the same memory without copying the input (the kernel's
-    layout is converted inside torch's convolution instead), and its output, transposed back, is the
-    channels_last tensor Keras would give (the same bits: tests/layers/test_kernels_once.py)."""
-    y = operation(ops.transpose(x, (0, 3, 1, 2)), *args, data_format="channels_first", **kwargs)
-    return ops.transpose(y, (0, 2, 3, 1))

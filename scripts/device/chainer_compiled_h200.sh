@@ -6,6 +6,8 @@
 #   chainer-torch-compiled         torch.compile, an empty Inductor cache
 #   chainer-torch-compiled-r2      the same in a later process, which finds the first one's cache
 #   chainer-jax                    JAX (the study's GPU arms)
+# With BEFORE_DIR (a folder holding another version's prednet_keras/) and BEFORE_COMMIT (the commit it is), first
+#   chainer-torch-eager-before-rN, chainer-torch-eager-rN   that code and this one eager on torch, alternating, N = 1, 2
 # prednet-bench's training step for prednet-chainer is the trainer's update (train_on_batch on one window), 60
 # timed updates after 3. Run from the repository root after the set-up of ../shared/gpu/README.md:
 #
@@ -19,6 +21,18 @@ source "$(dirname "$0")/budget_lib.sh"
 
 tree_of_working_copy > "$out/logs/tree.txt" 2>&1
 chainer() { local name=$1 cap=$2 least=$3; shift 3; bench "$name" "$cap" "$least" --model prednet-chainer --steps 60 "$@"; }
+before=${BEFORE_DIR:+$(cd "$BEFORE_DIR" && pwd)}
+chainer_before() {  # chainer NAME ... with the code in BEFORE_DIR: `python -m` puts the working directory first on sys.path
+    (cd "$before" && PREDNET_SOURCE_COMMIT=${BEFORE_COMMIT:?BEFORE_COMMIT: the commit BEFORE_DIR holds} chainer "$@")
+}
+if [ -n "$before" ]; then
+    (cd "$before" && python3 -c 'import prednet_keras; print(prednet_keras.__file__)') > "$out/logs/before-package.txt"
+    # Before and after alternating, twice, so that drift of the machine falls on both.
+    for r in 1 2; do
+        chainer_before "chainer-torch-eager-before-r$r" 120 30 --backend torch
+        chainer "chainer-torch-eager-r$r" 120 30 --backend torch
+    done
+fi
 chainer chainer-torch-eager 120 30 --backend torch
 chainer chainer-torch-compiled 300 90 --backend torch --jit-compile
 chainer chainer-torch-compiled-r2 200 60 --backend torch --jit-compile

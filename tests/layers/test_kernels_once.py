@@ -1,6 +1,6 @@
 """On eager torch, PredNet concatenates its gates' kernels and biases once per sequence instead of at every
 time step (PredNetCell.fused_gate_weights_once) and gives its convolutions and pooling channels_first views
-instead of letting Keras copy their inputs (lotter._channels_last_through_channels_first), and takes the gates'
+instead of letting Keras copy their inputs (layers/feature_maps.py), and takes the gates'
 activation once over their fused output and the errors' activation once over both halves, and computes the
 same bits: outputs and every weight's gradient, in float32 and in mixed_bfloat16. Elsewhere it changes
 nothing."""

@@ -1,0 +1,65 @@
+"""What both PredNets do to channels_last feature maps: a "same" convolution, 2x2 max pooling, 2x
+nearest-neighbour upsampling and the rectified errors' two halves.
+
+On eager torch, where every operation and its backward is dispatched from Python one by one, each is given
+the form with the fewest operations for the same bits; TensorFlow, JAX and torch.compile, whose compilers
+merge such work themselves, get the plain form, and their programs stay as they were. The same bits on eager
+torch: tests/layers/test_kernels_once.py (Lotter's cell) and tests/study_models/test_window_time_loop.py (the
+Chainer cell) compare both forms.
+"""
+
+from keras import ops
+
+from prednet_keras.layers import device_constants
+
+__all__ = ["convolve_same", "maxpool2x2", "rectified_halves", "upsample2x"]
+
+
+def convolve_same(x, kernel):
+    """The stride-1 "same" convolution of (batch, H, W, C_in) by a (kh, kw, C_in, C_out) kernel, no bias."""
+    if device_constants.eager_torch():
+        return _through_channels_first(ops.conv, x, kernel, strides=1, padding="same")
+    return ops.conv(x, kernel, strides=1, padding="same", data_format="channels_last")
+
+
+def maxpool2x2(x):
+    """2x2 max pooling, stride 2 (Keras 2's MaxPooling2D and Chainer's max_pooling_2d(x, 2))."""
+    if device_constants.eager_torch():
+        return _through_channels_first(ops.max_pool, x, pool_size=2, strides=2, padding="valid")
+    return ops.max_pool(x, pool_size=2, strides=2, padding="valid", data_format="channels_last")
+
+
+def upsample2x(x):
+    """Nearest-neighbour 2x upsampling of (batch, H, W, C) (Keras 2's UpSampling2D, Chainer's
+    unpooling_2d(x, 2, cover_all=False)).
+
+    Built from stack + reshape rather than `ops.repeat`: TensorFlow's gradient of repeat needs run-time
+    shapes, which XLA (jit_compile) cannot compile.
+    """
+    _, height, width, channels = x.shape
+    x = ops.reshape(ops.stack([x, x], axis=3), (-1, height, 2 * width, channels))
+    return ops.reshape(ops.stack([x, x], axis=2), (-1, 2 * height, 2 * width, channels))
+
+
+def rectified_halves(activation, x, y):
+    """[activation(x - y), activation(y - x)] on the channel axis: the error units of both PredNets.
+
+    On eager torch the activation runs once, on the concatenation: it is elementwise, so the same bits, with one
+    operation and its backward fewer. (As activation([d, -d]) with d = x - y it would save a subtraction too, but
+    where x equals y, -d is -0.0 where y - x is +0.0.)"""
+    if device_constants.eager_torch():
+        return activation(ops.concatenate([x - y, y - x], axis=-1))
+    return ops.concatenate([activation(x - y), activation(y - x)], axis=-1)
+
+
+def _through_channels_first(operation, x, *args, **kwargs):
+    """`operation` (a convolution or a pooling) of channels_last `x`, given to it as a channels_first view.
+
+    On eager torch, Keras' channels_last convolution copies its input twice (to channels_first memory, then
+    back to channels_last memory, the layout it runs in) and its kernel once, and its pooling copies its input
+    once, each an operation dispatched from Python. The transposed view is already a channels_first tensor in
+    channels_last memory: torch runs the same kernel on the same memory without copying the input (the kernel's
+    layout is converted inside torch's convolution instead), and its output, transposed back, is the
+    channels_last tensor Keras would give."""
+    y = operation(ops.transpose(x, (0, 3, 1, 2)), *args, data_format="channels_first", **kwargs)
+    return ops.transpose(y, (0, 2, 3, 1))
