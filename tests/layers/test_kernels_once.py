@@ -18,8 +18,7 @@ TORCH_SCRIPT = r"""
 import json, sys
 import numpy as np, keras, torch
 from prednet_keras.layers import device_constants, lotter
-sys.path.insert(0, sys.argv[1])
-from torch_ops_per_step import operation_counter
+from prednet_keras.bench.probes.torch_ops_per_step import operation_counter
 
 def bits(t):
     return t.detach().float().numpy().view(np.uint32).tolist()
@@ -57,7 +56,7 @@ json.dump(result, sys.stdout)
 def torch_result():
     pytest.importorskip("torch")
     env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": ROOT}
-    done = subprocess.run([sys.executable, "-c", TORCH_SCRIPT, os.path.join(ROOT, "scripts")], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", TORCH_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

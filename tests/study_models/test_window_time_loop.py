@@ -23,8 +23,7 @@ import numpy as np, keras, torch
 from keras import ops
 from prednet_keras.layers import device_constants
 from prednet_keras.models.chainer_protocol import ChainerPredNetTrainer
-sys.path.insert(0, sys.argv[1])
-from torch_ops_per_step import operation_counter
+from prednet_keras.bench.probes.torch_ops_per_step import operation_counter
 
 def bits(t):
     return t.detach().numpy().view(np.uint32).ravel().tolist()
@@ -99,7 +98,7 @@ json.dump({**{f"{kind} same as {other}": same(kind, other) for kind in masks for
 def torch_result():
     pytest.importorskip("torch")
     env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": ROOT}
-    done = subprocess.run([sys.executable, "-c", TORCH_SCRIPT, os.path.join(ROOT, "scripts")], capture_output=True, text=True, env=env,
+    done = subprocess.run([sys.executable, "-c", TORCH_SCRIPT], capture_output=True, text=True, env=env,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

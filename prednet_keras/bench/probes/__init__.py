@@ -6,6 +6,8 @@ prednet_keras.bench.probes.<probe>` (docs/benchmarks.md has each one's rounds an
   with every loss.
 - torch_constants_ab: whole training steps on eager torch with layers/device_constants' tensors made once
   against the numbers made at every call, alternating in one process.
+- torch_ops_per_step: the operations one eager torch training step of Lotter's PredNet, or one update of the
+  study's Chainer window, dispatches, counted by name.
 - torch_scalar_operands: the host cost per call of each Python number device_constants makes once, the old form
   against the new, alternating in one process.
 

@@ -5,11 +5,14 @@ GPU at a small batch the host sets the pace (docs/benchmarks.md). Counts ATen op
 backward and Adam's update) with a TorchDispatchMode over one `train_on_batch` after a first one, for
 4 layers (3,4,8,16), 16x16 frames, nt 10, batch 4, the time loop unrolled.
 
-    KERAS_BACKEND=torch PYTHONPATH=CHECKOUT python scripts/torch_ops_per_step.py --json ops.json
+    KERAS_BACKEND=torch python -m prednet_keras.bench.probes.torch_ops_per_step --json ops.json
 
 `--model chainer-window` counts instead one update of the study's Chainer PredNet window (4 layers 3,4,8,16,
 16x16, a window of 20 frames, batch 1: `ChainerPredNetTrainer.update`, the third, so that the state carried
-between windows is there), in float32.
+between windows is there), in float32. Until this move it was scripts/torch_ops_per_step.py (last changed in
+946c741), the name docs/benchmarks.md's records give; it counted another checkout's code with
+`PYTHONPATH=CHECKOUT python scripts/torch_ops_per_step.py`, which `git show 946c741:scripts/torch_ops_per_step.py`
+still gives.
 """
 
 import argparse
@@ -76,9 +79,14 @@ def main(argv=None):
     parser.add_argument("--model", choices=("lotter", "chainer-window"), default="lotter",
                         help="Lotter's training step (default) or the Chainer window's update")
     args = parser.parse_args(argv)
-    if os.environ.get("KERAS_BACKEND") != "torch":
-        parser.error("set KERAS_BACKEND=torch")
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    import keras
+
     import prednet_keras
+    from prednet_keras import backends
+
+    if backends.find(keras.backend.backend()) is not backends.TORCH:
+        parser.error("set KERAS_BACKEND=torch")
 
     if args.model == "chainer-window":
         policies = {"float32": count_chainer_window()}
