@@ -147,14 +147,18 @@ def test_the_h100_views_figures_are_the_records():
 
 
 def test_the_readme_quotes_the_h100_eager_ratios():
-    """README's Speed section quotes the eager ratios of the H100 record; they must be the record's."""
+    """README's Speed section quotes the torch ratios of the newest H100 record; they must be the record's."""
     readme = " ".join((ROOT / "README.md").read_text().split())
-    record = ROOT / "docs" / "benchmarks" / "h100-conv-views-2026-12-06"
-    fps = {(c, p.stem): _fps(p) for c in (1, 3, 4) for p in (record / f"call-{c}").glob("*.json")}
-    ratio = lambda c, b: fps[c, f"torch-eager-float32-b{b}"] / ((fps[c, f"port-b{b}-r1"] + fps[c, f"port-b{b}-r2"]) / 2)  # noqa: E731
-    low, high = min(ratio(c, 4) for c in (1, 3, 4)), max(ratio(c, 4) for c in (1, 3, 4))
-    assert f"{ratio(1, 16):.2f}x the port at batch 16" in readme
-    assert f"at {low:.2f}-{high:.2f}x it at batch 4" in readme
+    record = ROOT / "docs" / "benchmarks" / "h100-2026-12-07"
+    fps = {(c, p.stem): _fps(p) for c in ("call-1", "call-5") for p in (record / c).glob("*.json")}
+    port = {4: (fps["call-5", "port-b4-r1"] + fps["call-5", "port-b4-r2"]) / 2, 16: fps["call-5", "port-b16-r1"]}
+    ratio = lambda name, b: fps["call-5", name] / port[b]  # noqa: E731
+    assert f"{ratio('torch-eager-float32-b16', 16):.2f}x the port at batch 16" in readme
+    assert f"at {ratio('torch-eager-float32-b4', 4):.2f}x it at batch 4" in readme
+    assert f"{ratio('torch-eager-before-float32-b4', 4):.2f}x before the gates'" in readme
+    compiled = fps["call-1", "torch-compiled-autotune-float32-b16"] / statistics.mean(
+        fps["call-1", f"port-b16-r{r}"] for r in (1, 2))
+    assert f"reaches {compiled:.2f}x the port at batch 16" in readme
 
 
 def test_the_compile_times_are_the_records():
@@ -369,3 +373,68 @@ def test_the_chainer_window_operations_are_the_records():
                         ("numbers made into tensors (`aten.lift_fresh`)", "aten.lift_fresh")):
         counts = [ops[t]["by_operation"].get(name, 0) for t in ("before", "after")]
         assert f"| {label} | {counts[0]} | {counts[1]} | |" in readme, name
+
+
+def test_the_h100_figures_of_2026_12_07_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "h100-2026-12-07"
+    text = " ".join(BENCHMARKS.read_text().split())
+
+    def train(path):
+        return json.loads((record / path).read_text())["results"][0]["train"]
+
+    def fps(path):
+        return _fps(record / path)
+
+    def ms(path):
+        return train(path)["step_ms"]["median_ms"]
+
+    # Every frames/s of the table, and its ratio to the mean of its call's port rounds.
+    port = {("call-1", 16): ["port-b16-r1", "port-b16-r2"], ("call-2", 4): ["port-b4-r1", "port-b4-r2"],
+            ("call-5", 4): ["port-b4-r1", "port-b4-r2"], ("call-5", 16): ["port-b16-r1"]}
+    for (call, batch), rounds in port.items():
+        mean = statistics.mean(fps(f"{call}/{name}.json") for name in rounds)
+        assert " / ".join(f"{fps(f'{call}/{name}.json'):,.0f}" for name in rounds) in text, (call, batch)
+        ours = {("call-1", 16): ["torch-eager-float32-b16", "torch-eager-autotune-float32-b16",
+                                 "torch-compiled-float32-b16", "torch-compiled-float32-b16-r2",
+                                 "torch-compiled-autotune-float32-b16"],
+                ("call-2", 4): ["torch-eager-float32-b4", "torch-eager-autotune-float32-b4"],
+                ("call-5", 4): ["torch-eager-before-float32-b4", "torch-eager-float32-b4"],
+                ("call-5", 16): ["torch-eager-before-float32-b16", "torch-eager-float32-b16"]}[call, batch]
+        for name in ours:
+            value = fps(f"{call}/{name}.json")
+            assert f"{value:,.0f}" in text and f"{value / mean:.2f}x" in text, (call, name)
+    for call, name in (("call-2", "port-autotune-b4"), ("call-1", "port-autotune-b16")):
+        assert f"{fps(f'{call}/{name}.json'):,.0f} (call {call[-1]})" in text
+    # The compiled first steps, and the cache each found.
+    for name, seconds in (("torch-compiled-float32-b16", "116.1 s"), ("torch-compiled-float32-b16-r2", "33.0 s"),
+                          ("torch-compiled-autotune-float32-b16", "27.3 s")):
+        found = train(f"call-1/{name}.json")
+        assert f"{found['warmup_seconds'][0]:.1f} s" == seconds and seconds in text
+        assert (found["torch_inductor_cache"]["hits"] > 0) == name.endswith(("-r2", "autotune-float32-b16"))
+    for name in ("jax-float32-b16", "jax-float32-cm8-b16", "jax-bf16-b16", "jax-bf16-cm8-b16"):
+        assert f"{fps(f'call-1/{name}.json'):,.0f}" in text, name
+    # The before and after of the activations once, in one call.
+    after, before = fps("call-5/torch-eager-float32-b4.json"), fps("call-5/torch-eager-before-float32-b4.json")
+    assert f"{after:,.0f} against {before:,.0f} frames/s in the same call" in text
+    assert round(100 * (after / before - 1)) == 14 and "eager torch 14% at batch 4" in text
+    # The Chainer window: per update, before and after in call 5, and the compiled and JAX updates of call 2.
+    chainer = {name: ms(f"call-5-chainer/{name}.json") for name in
+               ("chainer-torch-eager-r1", "chainer-torch-eager-before-r1", "chainer-torch-eager-before-r2")}
+    assert (f"{chainer['chainer-torch-eager-r1']:.1f} ms against {chainer['chainer-torch-eager-before-r1']:.1f} and "
+            f"{chainer['chainer-torch-eager-before-r2']:.1f} ms") in text
+    for name in ("chainer-torch-eager", "chainer-torch-compiled", "chainer-torch-compiled-r2", "chainer-jax"):
+        assert f"{ms(f'call-2-chainer/{name}.json'):.1f} ms" in text, name
+    assert "chainer-torch-eager-r2\ttimed out" in (record / "call-5-chainer" / "status.tsv").read_text()
+    # The profiles: the GPU stream's and the host threads' busy time per step.
+    for path, figures in (("call-4-profile-b4/torch-eager-float32-b4-profile.json", ("38.9", "60.7", "109.5")),
+                          ("call-4-profile-b4/port-b4-profile.json", ("48.9", "80.4", "126.4")),
+                          ("call-4-chainer-profile/chainer-torch-eager.json", ("40.5", "201.5", "286.5"))):
+        found = json.loads((record / path).read_text())
+        profile = found["results"][0]["train"]["profile"] if "results" in found else found["profile"]
+        busy = {f"{line['busy_ms'] / profile['steps']:.1f}" for line in profile["summary"]["timelines"]}
+        assert set(figures) <= busy and all(f"{figure} ms" in text for figure in figures), path
+    # The async-safe callbacks.
+    runs = {side: statistics.median(json.loads((record / "call-3-async" / "json" / f"jax-float32-b4-{side}-r{r}.json")
+                                               .read_text())["results"][0]["train"]["fps"] for r in (1, 2))
+            for side in ("before", "after")}
+    assert f"{runs['before']:,.0f} frames/s before, {runs['after']:,.0f} after" in text
