@@ -368,9 +368,10 @@ class PredNetCell(keras.layers.Layer):
 
         On eager torch the gate activation runs once over all four parts and the candidate's part of
         it is left unused: Keras 2's hard sigmoid is three operations forward and six backward, dispatched
-        one by one from Python, and once instead of three times saves about 12 of them per layer and
-        step. It is elementwise, so i, f and o are the same values, and the candidate's part sends back
-        a zero gradient, which adds nothing to the candidate's own: the same bits."""
+        one by one from Python, and once instead of three times saves 14 of them per layer and step
+        (tests/layers/test_kernels_once.py counts the clamps). It is elementwise, so i, f and o are the
+        same values, and the candidate's part sends back a zero gradient, which adds nothing to the
+        candidate's own: the same bits."""
         kernel, bias = gate_weights[l] if gate_weights is not None else self._fused_gate_weights(l)
         z = self._add_bias(self._convolve(x, kernel), bias)
         if device_constants.eager_torch():

@@ -79,6 +79,9 @@ def main(argv=None):
     parser.add_argument("--model", choices=("lotter", "chainer-window"), default="lotter",
                         help="Lotter's training step (default) or the Chainer window's update")
     args = parser.parse_args(argv)
+    folder = os.path.dirname(os.path.abspath(args.json))
+    if not os.path.isdir(folder):
+        parser.error(f"--json {args.json}: the folder {folder} does not exist")
     os.environ.setdefault("KERAS_BACKEND", "torch")
     import keras
 
