@@ -46,7 +46,13 @@ from keras import ops
 
 from prednet_keras.layers import device_constants
 from prednet_keras.layers.device_constants import scalar
-from prednet_keras.layers.feature_maps import convolve_same, maxpool2x2, rectified_halves, upsample2x
+from prednet_keras.layers.feature_maps import (
+    concatenated_kernel,
+    convolve_same,
+    maxpool2x2,
+    rectified_halves,
+    upsample2x,
+)
 from prednet_keras.layers.lotter import check_frame_size
 
 __all__ = [
@@ -352,9 +358,7 @@ class ChainerPredNetCell(keras.layers.Layer):
 
     def _fused_gate_weights(self, l):
         convs = self.gate_convs[l]
-        kernel = ops.concatenate(
-            [ops.concatenate([conv.kernel for conv in convs[gate]], axis=2) for gate in GATES], axis=3
-        )
+        kernel = concatenated_kernel([ops.concatenate([conv.kernel for conv in convs[gate]], axis=2) for gate in GATES])
         return kernel, ops.concatenate([convs[gate][-1].bias for gate in GATES], axis=0)
 
     def fused_gate_weights_once(self):

@@ -1,5 +1,5 @@
-"""What both PredNets do to channels_last feature maps: a "same" convolution, 2x2 max pooling, 2x
-nearest-neighbour upsampling and the rectified errors' two halves.
+"""What both PredNets do to channels_last feature maps: a "same" convolution and its gates' kernel, 2x2 max
+pooling, 2x nearest-neighbour upsampling and the rectified errors' two halves.
 
 On eager torch, where every operation and its backward is dispatched from Python one by one, each is given
 the form with the fewest operations for the same bits; TensorFlow, JAX and torch.compile, whose compilers
@@ -12,7 +12,7 @@ from keras import ops
 
 from prednet_keras.layers import device_constants
 
-__all__ = ["convolve_same", "maxpool2x2", "rectified_halves", "upsample2x"]
+__all__ = ["concatenated_kernel", "convolve_same", "maxpool2x2", "rectified_halves", "upsample2x"]
 
 
 def convolve_same(x, kernel):
@@ -20,6 +20,21 @@ def convolve_same(x, kernel):
     if device_constants.eager_torch():
         return _through_channels_first(ops.conv, x, kernel, strides=1, padding="same")
     return ops.conv(x, kernel, strides=1, padding="same", data_format="channels_last")
+
+
+def concatenated_kernel(kernels):
+    """(kh, kw, in, out) kernels concatenated on the output axis, for `convolve_same`: the gates' fused kernel.
+
+    On eager torch the result is a view of a copy laid out (out, kh, kw, in) in memory, the channels_last kernel
+    that cuDNN's and oneDNN's convolutions of a channels_last input read, so that they copy nothing at each
+    convolution; the CPU's native convolution (batch 1, small maps) copies it fastest too. Keras hands torch a
+    permuted view of the (kh, kw, in, out) kernel, which every convolution copied whole, forward and backward:
+    at batch 1 on 2 CPU cores, 59% of a training step of Lotter's model at 16x16 copied the top layer's gate
+    kernel (docs/benchmarks.md). The same values, so the same bits."""
+    if not device_constants.eager_torch():
+        return ops.concatenate(kernels, axis=-1)
+    stored = ops.concatenate([ops.transpose(kernel, (3, 0, 1, 2)) for kernel in kernels], axis=0)
+    return ops.transpose(stored, (1, 2, 3, 0))
 
 
 def maxpool2x2(x):

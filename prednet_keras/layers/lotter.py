@@ -38,7 +38,8 @@ Deliberate differences from the Keras 2 code (numerically equivalent):
   the channels_last tensors, which spares Keras' copies of them, and the error activation
   runs once over both halves (feature_maps): the same bits;
 - on eager torch, the gate activation runs once over the four gates' fused output, the
-  candidate's part unused (PredNetCell._gates): the same bits;
+  candidate's part unused (PredNetCell._gates), and the gates' kernel is laid out as
+  torch's convolution reads it (feature_maps.concatenated_kernel): the same bits;
 - opt-in (PREDNET_CHANNEL_MULTIPLE), the convolutions' input channels are padded with
   zeros inside the step for GPU kernels (channel_alignment); off by default.
 
@@ -83,7 +84,13 @@ from prednet_keras.options.frame_size import check_frame_size
 from prednet_keras.layers.channel_alignment import channel_multiple_from_environment, pad_input_channels
 from prednet_keras.layers import device_constants
 from prednet_keras.layers.device_constants import scalar
-from prednet_keras.layers.feature_maps import convolve_same, maxpool2x2, rectified_halves, upsample2x
+from prednet_keras.layers.feature_maps import (
+    concatenated_kernel,
+    convolve_same,
+    maxpool2x2,
+    rectified_halves,
+    upsample2x,
+)
 from prednet_keras.layers.lotter_args import (
     _as_int_list,
     _kernel_size,
@@ -383,7 +390,7 @@ class PredNetCell(keras.layers.Layer):
 
     def _fused_gate_weights(self, l):
         convs = [self.convs[kind][l] for kind in ("i", "f", "c", "o")]
-        return (ops.concatenate([conv.kernel for conv in convs], axis=-1),
+        return (concatenated_kernel([conv.kernel for conv in convs]),
                 ops.concatenate([conv.bias for conv in convs], axis=-1))
 
     def fused_gate_weights_once(self):

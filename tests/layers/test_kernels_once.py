@@ -1,9 +1,9 @@
 """On eager torch, PredNet concatenates its gates' kernels and biases once per sequence instead of at every
 time step (PredNetCell.fused_gate_weights_once) and gives its convolutions and pooling channels_first views
 instead of letting Keras copy their inputs (layers/feature_maps.py), and takes the gates'
-activation once over their fused output and the errors' activation once over both halves, and computes the
-same bits: outputs and every weight's gradient, in float32 and in mixed_bfloat16. Elsewhere it changes
-nothing."""
+activation once over their fused output and the errors' activation once over both halves, and lays the gates'
+kernel out as torch's convolution reads it, and computes the same bits: outputs and every weight's gradient, in
+float32 and in mixed_bfloat16. Elsewhere it changes nothing."""
 
 import json
 import os
@@ -38,7 +38,11 @@ def run(policy, once):
     upstream = torch.tensor(rng.normal(size=tuple(out.shape)), dtype=out.dtype)
     (out * upstream).sum().backward()
     grads = [bits(w.value.grad) for w in layer.trainable_weights]
-    return {"out": bits(out), "grads": grads, **{name: count.ops[f"aten.{name}"] for name in ("cat", "clone", "clamp", "relu")}}
+    # The gates' kernel as Keras' torch convolution permutes it: a channels_last kernel on eager torch.
+    kernel = layer.cell.fused_gate_weights_once()[0][0] if once else None
+    channels_last = kernel is not None and kernel.permute(3, 2, 0, 1).is_contiguous(memory_format=torch.channels_last)
+    return {"out": bits(out), "grads": grads, "channels_last kernel": channels_last,
+            **{name: count.ops[f"aten.{name}"] for name in ("cat", "clone", "clamp", "relu")}}
 
 result = {}
 for policy in ("float32", "mixed_bfloat16"):
@@ -47,7 +51,8 @@ for policy in ("float32", "mixed_bfloat16"):
                       "gradients": len(once["grads"]), "cat once": once["cat"], "cat every step": every["cat"],
                       "clone once": once["clone"], "clone every step": every["clone"],
                       "clamp once": once["clamp"], "clamp every step": every["clamp"],
-                      "relu once": once["relu"], "relu every step": every["relu"]}
+                      "relu once": once["relu"], "relu every step": every["relu"],
+                      "channels_last kernel": once["channels_last kernel"]}
 json.dump(result, sys.stdout)
 """
 
@@ -75,6 +80,8 @@ def test_the_same_bits_with_the_kernels_concatenated_once(torch_result, policy):
     # errors' rectified halves, one relu per half (3 layers), once over both.
     assert (found["clamp every step"], found["clamp once"]) == (3 * 3 * 5, 3 * 5)
     assert found["relu every step"] - found["relu once"] == 3 * 5
+    # Laid out as cuDNN and oneDNN read a kernel for a channels_last input (feature_maps.concatenated_kernel).
+    assert found["channels_last kernel"]
 
 
 def test_other_backends_build_the_same_program():
