@@ -35,7 +35,8 @@ float32 round-off):
 - on eager torch, the operations of `feature_maps` (convolutions and pooling through
   channels_first views, the errors' relu once over both halves), the clip's bounds made
   once (device_constants) and, in the study's window, the gates' kernels concatenated once
-  per window (`ChainerPredNetCell.fused_gate_weights_once`): the same bits.
+  per window (`ChainerPredNetCell.fused_gate_weights_once`) and every kernel laid out once as
+  torch's convolution reads it (`kernels_once`): the same bits.
 """
 
 import math
@@ -298,9 +299,10 @@ class ChainerPredNetCell(keras.layers.Layer):
         return states
 
     # ------------------------------------------------------------------- step
-    def call(self, x, states, training=False, gate_weights=None):
+    def call(self, x, states, training=False, gate_weights=None, kernels=None):
         """One time step. `gate_weights`: the gates' (kernel, bias) per layer, made once for the window
-        (`fused_gate_weights_once`); None: made here."""
+        (`fused_gate_weights_once`); `kernels`: the ConvA and ConvP kernels, laid out once for the window
+        (`kernels_once`); None: the variables' own."""
         L = self.nb_layers
         h_prev, c_prev, p_prev = states[:L], states[L : 2 * L], states[2 * L : 3 * L]
 
@@ -309,7 +311,7 @@ class ChainerPredNetCell(keras.layers.Layer):
         a = x
         for l in range(L):
             if l > 0:
-                a = maxpool2x2(ops.relu(self._conv(self.conv_a[l], e[l - 1])))
+                a = maxpool2x2(ops.relu(self._conv(self.conv_a[l], e[l - 1], kernels and kernels["a"][l])))
             e.append(rectified_halves(ops.relu, a, p_prev[l]))
 
         # 2. Top-down ConvLSTM: layer l reads the NEW h of layer l+1.
@@ -327,7 +329,7 @@ class ChainerPredNetCell(keras.layers.Layer):
             h[l] = o * ops.tanh(c[l])
 
         # 3. New predictions; p_0 is the prediction of the next frame.
-        p = [self.predict(l, h[l]) for l in range(L)]
+        p = [self.predict(l, h[l], kernels and kernels["p"][l]) for l in range(L)]
 
         if self.output_mode == "prediction":
             output = p[0]
@@ -337,14 +339,15 @@ class ChainerPredNetCell(keras.layers.Layer):
             output = ops.stack([ops.mean(e_l, axis=(1, 2, 3)) for e_l in e], axis=-1)
         return output, h + c + p
 
-    def predict(self, l, h_l):
-        """Layer l's prediction from its LSTM output: clip(ConvP_0(h), 0, 1) or relu(ConvP_l(h))."""
-        z = self._conv(self.conv_p[l], h_l)
+    def predict(self, l, h_l, kernel=None):
+        """Layer l's prediction from its LSTM output: clip(ConvP_0(h), 0, 1) or relu(ConvP_l(h)); `kernel`:
+        ConvP_l's, laid out once for the window, or None for the variable."""
+        z = self._conv(self.conv_p[l], h_l, kernel)
         # The bounds as Keras makes them, made once on torch (device_constants: not a copy to the GPU per call).
         return ops.clip(z, scalar(0.0, z), scalar(1.0, z)) if l == 0 else ops.relu(z)
 
-    def _conv(self, layer, x):
-        y = convolve_same(x, layer.kernel)
+    def _conv(self, layer, x, kernel=None):
+        y = convolve_same(x, layer.kernel if kernel is None else kernel)
         return y + layer.bias if layer.use_bias else y
 
     def _gate_preactivations(self, l, x, gate_weights=None):
@@ -374,6 +377,17 @@ class ChainerPredNetCell(keras.layers.Layer):
         if not device_constants.eager_torch() or self.compute_dtype != self.variable_dtype:
             return None
         return [self._fused_gate_weights(l) for l in range(self.nb_layers)]
+
+    def kernels_once(self):
+        """{"a": [kernel or None], "p": [kernel]} per layer (layer 0 has no ConvA), laid out as torch's
+        convolution reads them (feature_maps.concatenated_kernel), for every step of a window to share; None
+        where not. On eager torch torch's convolution copied each variable's kernel at every step, forward and
+        backward; a copy made once is read as it is. Elsewhere None, and float32 only, as
+        `fused_gate_weights_once`."""
+        if not device_constants.eager_torch() or self.compute_dtype != self.variable_dtype:
+            return None
+        return {"a": [None if conv is None else concatenated_kernel([conv.kernel]) for conv in self.conv_a],
+                "p": [concatenated_kernel([conv.kernel]) for conv in self.conv_p]}
 
     def output_shape_for(self):
         """Per-step output shape (without batch)."""
