@@ -1,4 +1,4 @@
-"""What both PredNets do to channels_last feature maps: a "same" convolution and its gates' kernel, 2x2 max
+"""What both PredNets do to channels_last feature maps: a "same" convolution and the kernels it reads, 2x2 max
 pooling, 2x nearest-neighbour upsampling and the rectified errors' two halves.
 
 On eager torch, where every operation and its backward is dispatched from Python one by one, each is given
@@ -23,7 +23,8 @@ def convolve_same(x, kernel):
 
 
 def concatenated_kernel(kernels):
-    """(kh, kw, in, out) kernels concatenated on the output axis, for `convolve_same`: the gates' fused kernel.
+    """(kh, kw, in, out) kernels concatenated on the output axis, for `convolve_same`: the gates' fused kernel,
+    or, given one kernel, that kernel laid out once for all the steps of a sequence.
 
     On eager torch the result is a view of a copy laid out (out, kh, kw, in) in memory, the channels_last kernel
     that cuDNN's and oneDNN's convolutions of a channels_last input read, so that they copy nothing at each
