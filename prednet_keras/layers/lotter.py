@@ -38,9 +38,8 @@ Deliberate differences from the Keras 2 code (numerically equivalent):
   the channels_last tensors, which spares Keras' copies of them, and the error activation
   runs once over both halves (feature_maps): the same bits;
 - on eager torch, the gate activation runs once over the four gates' fused output, the
-  candidate's part unused (PredNetCell._gates), and the kernels are laid out once per
-  sequence as torch's convolution reads them (feature_maps.concatenated_kernel,
-  PredNetCell.kernels_once): the same bits;
+  candidate's part unused (PredNetCell._gates), and the gates' kernel is laid out as
+  torch's convolution reads it (feature_maps.concatenated_kernel): the same bits;
 - opt-in (PREDNET_CHANNEL_MULTIPLE), the convolutions' input channels are padded with
   zeros inside the step for GPU kernels (channel_alignment); off by default.
 
@@ -290,10 +289,9 @@ class PredNetCell(keras.layers.Layer):
         return ops.zeros((batch_size, height, width, channels), dtype=self.compute_dtype)
 
     # ------------------------------------------------------------------- step
-    def call(self, a, states, training=False, gate_weights=None, kernels=None):
+    def call(self, a, states, training=False, gate_weights=None):
         """One time step. `gate_weights`: the gates' (kernel, bias) per layer, made once for the sequence
-        (`fused_gate_weights_once`); `kernels`: the A and Ahat convolutions' kernels, laid out once for the
-        sequence (`kernels_once`); None: the variables' own."""
+        (`fused_gate_weights_once`); None: made here."""
         L = self.nb_layers
         r_tm1 = states[:L]
         c_tm1 = states[L : 2 * L]
@@ -322,7 +320,7 @@ class PredNetCell(keras.layers.Layer):
         errors = [None] * L  # E_l as computed; e_l is E_l in the activation dtype
         output = None
         for l in range(L):
-            ahat = ops.relu(self._conv("ahat", l, r[l], kernels))
+            ahat = ops.relu(self._conv("ahat", l, r[l]))
             if l == 0:
                 # pixel_max as the tensor Keras makes of it, made once on torch (device_constants).
                 ahat = ops.minimum(ahat, scalar(self.pixel_max, ahat, dtype_name(ahat.dtype)))
@@ -334,7 +332,7 @@ class PredNetCell(keras.layers.Layer):
             if self.output_layer_num == l:
                 output = {"A": a, "Ahat": ahat, "R": r[l], "E": error}[self.output_layer_type]
             if l < L - 1:
-                a = maxpool2x2(self._a_act(self._conv("a", l, e[l], kernels)))
+                a = maxpool2x2(self._a_act(self._conv("a", l, e[l])))
 
         if output is None:
             if self.output_mode == "prediction":
@@ -354,10 +352,9 @@ class PredNetCell(keras.layers.Layer):
             new_states += [self._exact(frame_prediction), t + 1]
         return output, new_states
 
-    def _conv(self, kind, l, x, kernels=None):
+    def _conv(self, kind, l, x):
         conv = self.convs[kind][l]
-        kernel = kernels[kind][l] if kernels is not None else conv.kernel
-        return self._add_bias(self._convolve(x, kernel), conv.bias)
+        return self._add_bias(self._convolve(x, conv.kernel), conv.bias)
 
     def _convolve(self, x, kernel):
         x, kernel = self._act(x), self._act(kernel)
@@ -409,16 +406,6 @@ class PredNetCell(keras.layers.Layer):
         if not device_constants.eager_torch():
             return None
         return [self._fused_gate_weights(l) for l in range(self.nb_layers)]
-
-    def kernels_once(self):
-        """{"a": [kernel], "ahat": [kernel]} per layer, laid out as torch's convolution reads them
-        (feature_maps.concatenated_kernel), for every step of a sequence to share; None where not.
-
-        On eager torch torch's convolution copied each variable's kernel at every step, forward and backward;
-        a copy made once is read as it is. Elsewhere None. Float32, for the reason of `fused_gate_weights_once`."""
-        if not device_constants.eager_torch():
-            return None
-        return {kind: [concatenated_kernel([conv.kernel]) for conv in self.convs[kind]] for kind in ("a", "ahat")}
 
     # ------------------------------------------------------------------ shapes
     def output_shape_for(self, height, width):
@@ -579,7 +566,6 @@ class PredNet(keras.layers.RNN):
         # torch.compile cannot trace (a graph break and a recompilation per step) and
         # that costs eager backends time; the operations computed are the same.
         gate_weights = self.cell.fused_gate_weights_once()  # None but on eager torch
-        kernels = self.cell.kernels_once()  # likewise
 
         def step(inputs, states):
             if self.stateful and _COPIES_RNN_STATES:
@@ -589,7 +575,7 @@ class PredNet(keras.layers.RNN):
             # The cell's name scope, as its __call__ would open: TensorFlow names the
             # operations after it, and its gradient summation order follows the names.
             with keras.name_scope(self.cell.name, caller=self.cell):
-                return self.cell.call(inputs, states, training=training, gate_weights=gate_weights, kernels=kernels)
+                return self.cell.call(inputs, states, training=training, gate_weights=gate_weights)
 
         # keras.layers.RNN has cast every state to the cell's compute_dtype (float32);
         # each state enters the loop in its own dtype (no cast under a float32 policy).

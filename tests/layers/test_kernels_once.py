@@ -2,7 +2,7 @@
 time step (PredNetCell.fused_gate_weights_once) and gives its convolutions and pooling channels_first views
 instead of letting Keras copy their inputs (layers/feature_maps.py), and takes the gates'
 activation once over their fused output and the errors' activation once over both halves, and lays the gates'
-kernel and the others out as torch's convolution reads them, and computes the same bits: outputs and every weight's gradient, in
+kernel out as torch's convolution reads it, and computes the same bits: outputs and every weight's gradient, in
 float32 and in mixed_bfloat16. Elsewhere it changes nothing."""
 
 import json
@@ -38,9 +38,8 @@ def run(policy, once):
     upstream = torch.tensor(rng.normal(size=tuple(out.shape)), dtype=out.dtype)
     (out * upstream).sum().backward()
     grads = [bits(w.value.grad) for w in layer.trainable_weights]
-    # The kernels as Keras' torch convolution permutes them: channels_last kernels on eager torch.
-    kernels = [layer.cell.fused_gate_weights_once()[0][0], *layer.cell.kernels_once()["a"],
-               *layer.cell.kernels_once()["ahat"]] if once else []
+    # The gates' kernels as Keras' torch convolution permutes them: channels_last kernels on eager torch.
+    kernels = [gates[0] for gates in layer.cell.fused_gate_weights_once()] if once else []
     channels_last = bool(kernels) and all(kernel.permute(3, 2, 0, 1).is_contiguous(memory_format=torch.channels_last)
                                           for kernel in kernels)
     return {"out": bits(out), "grads": grads, "channels_last kernel": channels_last,
@@ -74,8 +73,7 @@ def test_the_same_bits_with_the_kernels_concatenated_once(torch_result, policy):
     assert found["same outputs"] and found["same gradients"] and found["gradients"] == 34
     # 3 layers, 5 steps: every step's gate kernel and bias (2 x 3 x 5 = 30) against 2 x 3 once. The other
     # concatenations (each step's LSTM input and errors, the "all" output) are there in both.
-    # The A and Ahat convolutions' kernels (2 + 3) are laid out once per sequence, each a concatenation of one.
-    assert found["cat every step"] - found["cat once"] == 2 * 3 * 5 - 2 * 3 - (2 + 3)
+    assert found["cat every step"] - found["cat once"] == 2 * 3 * 5 - 2 * 3
     # Keras' copies, forward only (their backward copies nothing): 2 of each convolution's input and 1 of its
     # kernel, 8 convolutions a step (3 gates, 3 predictions, 2 targets), and 1 of each of the 2 poolings' inputs.
     assert found["clone every step"] == 5 * (3 * 8 + 2) and found["clone once"] == 0
