@@ -53,9 +53,7 @@ def count(policy):
     frames = np.random.default_rng(0).random((4, 10, 16, 16, 3), dtype=np.float32)
     zeros = np.zeros((4, 1), np.float32)
     model.train_on_batch(frames, zeros)  # the first step builds the optimizer's state
-    with operation_counter() as counter:
-        model.train_on_batch(frames, zeros)
-    return {"total": sum(counter.ops.values()), "by_operation": dict(counter.ops.most_common())}
+    return counted(lambda: model.train_on_batch(frames, zeros))
 
 
 def count_chainer_window():
@@ -68,8 +66,13 @@ def count_chainer_window():
     frames = np.random.default_rng(0).random((21, 16, 16, 3), dtype=np.float32)
     trainer.update(frames, starts_sequence=True)  # builds the optimizer's state
     trainer.update(frames, starts_sequence=False)
+    return counted(lambda: trainer.update(frames, starts_sequence=False))
+
+
+def counted(step):
+    """The operations `step()` dispatches: their total and their count by name, most first."""
     with operation_counter() as counter:
-        trainer.update(frames, starts_sequence=False)
+        step()
     return {"total": sum(counter.ops.values()), "by_operation": dict(counter.ops.most_common())}
 
 
