@@ -35,8 +35,8 @@ float32 round-off):
 - on eager torch, the operations of `feature_maps` (convolutions and pooling through
   channels_first views, the errors' relu once over both halves), the clip's bounds made
   once (device_constants) and, in the study's window, the gates' kernels concatenated once
-  per window (`ChainerPredNetCell.fused_gate_weights_once`) and every kernel laid out once as
-  torch's convolution reads it (`kernels_once`): the same bits.
+  per window and every kernel laid out once as torch's convolution reads it
+  (`ChainerPredNetCell.weights_once`): the same bits.
 """
 
 import math
@@ -299,10 +299,9 @@ class ChainerPredNetCell(keras.layers.Layer):
         return states
 
     # ------------------------------------------------------------------- step
-    def call(self, x, states, training=False, gate_weights=None, kernels=None):
-        """One time step. `gate_weights`: the gates' (kernel, bias) per layer, made once for the window
-        (`fused_gate_weights_once`); `kernels`: the ConvA and ConvP kernels, laid out once for the window
-        (`kernels_once`); None: the variables' own."""
+    def call(self, x, states, training=False, weights=None):
+        """One time step. `weights`: the convolutions' weights made once for the window (`weights_once`);
+        None: made here from the variables."""
         L = self.nb_layers
         h_prev, c_prev, p_prev = states[:L], states[L : 2 * L], states[2 * L : 3 * L]
 
@@ -311,7 +310,7 @@ class ChainerPredNetCell(keras.layers.Layer):
         a = x
         for l in range(L):
             if l > 0:
-                a = maxpool2x2(ops.relu(self._conv(self.conv_a[l], e[l - 1], kernels and kernels["a"][l])))
+                a = maxpool2x2(ops.relu(self._conv(self.conv_a[l], e[l - 1], weights and weights["a"][l])))
             e.append(rectified_halves(ops.relu, a, p_prev[l]))
 
         # 2. Top-down ConvLSTM: layer l reads the NEW h of layer l+1.
@@ -319,7 +318,7 @@ class ChainerPredNetCell(keras.layers.Layer):
         c = [None] * L
         for l in reversed(range(L)):
             inputs = [e[l]] + ([upsample2x(h[l + 1])] if l < L - 1 else []) + [h_prev[l]]
-            z_i, z_f, z_c, z_o = self._gate_preactivations(l, ops.concatenate(inputs, axis=-1), gate_weights)
+            z_i, z_f, z_c, z_o = self._gate_preactivations(l, ops.concatenate(inputs, axis=-1), weights)
             peep = self.peepholes[l]
             i = ops.sigmoid(z_i + peep["i"](c_prev[l]))
             f = ops.sigmoid(z_f + peep["f"](c_prev[l]))
@@ -329,7 +328,7 @@ class ChainerPredNetCell(keras.layers.Layer):
             h[l] = o * ops.tanh(c[l])
 
         # 3. New predictions; p_0 is the prediction of the next frame.
-        p = [self.predict(l, h[l], kernels and kernels["p"][l]) for l in range(L)]
+        p = [self.predict(l, h[l], weights and weights["p"][l]) for l in range(L)]
 
         if self.output_mode == "prediction":
             output = p[0]
@@ -350,13 +349,13 @@ class ChainerPredNetCell(keras.layers.Layer):
         y = convolve_same(x, layer.kernel if kernel is None else kernel)
         return y + layer.bias if layer.use_bias else y
 
-    def _gate_preactivations(self, l, x, gate_weights=None):
+    def _gate_preactivations(self, l, x, weights=None):
         """z_i, z_f, z_c, z_o of layer l from [e_l, up(h_{l+1}), h_l]: one fused convolution.
 
         Summing separate convolutions over the inputs equals one convolution of
         the concatenated inputs with the kernels concatenated on the input axis.
         """
-        kernel, bias = gate_weights[l] if gate_weights is not None else self._fused_gate_weights(l)
+        kernel, bias = weights["gates"][l] if weights is not None else self._fused_gate_weights(l)
         return ops.split(convolve_same(x, kernel) + bias, 4, axis=-1)
 
     def _fused_gate_weights(self, l):
@@ -364,29 +363,23 @@ class ChainerPredNetCell(keras.layers.Layer):
         kernel = concatenated_kernel([ops.concatenate([conv.kernel for conv in convs[gate]], axis=2) for gate in GATES])
         return kernel, ops.concatenate([convs[gate][-1].bias for gate in GATES], axis=0)
 
-    def fused_gate_weights_once(self):
-        """[(kernel, bias) of the gates] per layer, for every step of a window to share; None where not.
+    def weights_once(self):
+        """The convolutions' weights for every step of a window to share: {"gates": [(kernel, bias)] of the
+        gates fused, "a": [kernel or None] (layer 0 has no ConvA), "p": [kernel]} per layer, each kernel laid
+        out as torch's convolution reads it (feature_maps.concatenated_kernel); None where not.
 
-        The weights do not change within a window, so the values are the ones each step would make; on eager
+        The weights do not change within a window, so the values are the ones each step would make. On eager
         torch, where each operation and its backward is dispatched from Python, the 5 concatenations per layer
         and step (each gate's kernels over its inputs, the gates, the biases) are made once per window, and
         their backward, which splits the kernel's gradient back into its 12 weights, runs once, after every
-        step's gradient is summed. Elsewhere None: XLA and torch.compile merge the repeats themselves. Only
-        where the weights are computed in their own dtype: under a mixed policy each step's access casts
+        step's gradient is summed; and the convolutions read kernels laid out once instead of copying them at
+        every step, forward and backward. Elsewhere None: XLA and torch.compile merge the repeats themselves.
+        Only where the weights are computed in their own dtype: under a mixed policy each step's access casts
         them, and a cast made once would have the steps' gradients summed in the lower precision."""
         if not device_constants.eager_torch() or self.compute_dtype != self.variable_dtype:
             return None
-        return [self._fused_gate_weights(l) for l in range(self.nb_layers)]
-
-    def kernels_once(self):
-        """{"a": [kernel or None], "p": [kernel]} per layer (layer 0 has no ConvA), laid out as torch's
-        convolution reads them (feature_maps.concatenated_kernel), for every step of a window to share; None
-        where not. On eager torch torch's convolution copied each variable's kernel at every step, forward and
-        backward; a copy made once is read as it is. Elsewhere None, and float32 only, as
-        `fused_gate_weights_once`."""
-        if not device_constants.eager_torch() or self.compute_dtype != self.variable_dtype:
-            return None
-        return {"a": [None if conv is None else concatenated_kernel([conv.kernel]) for conv in self.conv_a],
+        return {"gates": [self._fused_gate_weights(l) for l in range(self.nb_layers)],
+                "a": [None if conv is None else concatenated_kernel([conv.kernel]) for conv in self.conv_a],
                 "p": [concatenated_kernel([conv.kernel]) for conv in self.conv_p]}
 
     def output_shape_for(self):

@@ -21,7 +21,7 @@ from keras import ops
 
 from prednet_keras import backends
 
-__all__ = ["cached", "made_at_every_call", "scalar", "torch_copies_numbers"]
+__all__ = ["cached", "eager_torch", "made_at_every_call", "scalar", "torch_compile_tracing", "torch_copies_numbers"]
 
 _TENSORS = {}
 
@@ -48,6 +48,12 @@ def eager_torch():
     """Whether operations run one by one from Python now: eager torch, not while torch.compile traces and
     not on TensorFlow or JAX, whose programs merge repeated work themselves."""
     return _NUMBERS_COPIED is not None and _NUMBERS_COPIED()
+
+
+def torch_compile_tracing():
+    """Whether torch.compile traces this code now (TorchDynamo), where a change to a module's dict is a side
+    effect it must replay and guard."""
+    return _NUMBERS_COPIED is not None and not _NUMBERS_COPIED()
 
 
 _eager_torch = eager_torch  # what `scalar` and `cached` ask; made_at_every_call swaps it

@@ -33,13 +33,14 @@ Deliberate differences from the Keras 2 code (numerically equivalent):
 - on eager torch, the Python numbers given to ops (the clip's bounds, pixel_max) are
   made into device tensors once, not at every call (device_constants);
 - on eager torch, the gates' kernels and biases are concatenated once per sequence,
-  not at every time step (PredNetCell.fused_gate_weights_once): the same bits;
+  not at every time step (PredNetCell.weights_once): the same bits;
 - on eager torch, the convolutions and the pooling are given channels_first views of
   the channels_last tensors, which spares Keras' copies of them, and the error activation
   runs once over both halves (feature_maps): the same bits;
 - on eager torch, the gate activation runs once over the four gates' fused output, the
-  candidate's part unused (PredNetCell._gates), and the gates' kernel is laid out as
-  torch's convolution reads it (feature_maps.concatenated_kernel): the same bits;
+  candidate's part unused (PredNetCell._gates), and every kernel is laid out once per
+  sequence as torch's convolution reads it (feature_maps.concatenated_kernel,
+  PredNetCell.weights_once): the same bits;
 - opt-in (PREDNET_CHANNEL_MULTIPLE), the convolutions' input channels are padded with
   zeros inside the step for GPU kernels (channel_alignment); off by default.
 
@@ -289,9 +290,9 @@ class PredNetCell(keras.layers.Layer):
         return ops.zeros((batch_size, height, width, channels), dtype=self.compute_dtype)
 
     # ------------------------------------------------------------------- step
-    def call(self, a, states, training=False, gate_weights=None):
-        """One time step. `gate_weights`: the gates' (kernel, bias) per layer, made once for the sequence
-        (`fused_gate_weights_once`); None: made here."""
+    def call(self, a, states, training=False, weights=None):
+        """One time step. `weights`: the convolutions' weights made once for the sequence (`weights_once`);
+        None: made here from the variables."""
         L = self.nb_layers
         r_tm1 = states[:L]
         c_tm1 = states[L : 2 * L]
@@ -310,7 +311,7 @@ class PredNetCell(keras.layers.Layer):
             if l < L - 1:
                 inputs.append(upsample2x(r[l + 1]))
             x = ops.concatenate(inputs, axis=-1)
-            i, f, candidate, o = self._gates(x, l, gate_weights)
+            i, f, candidate, o = self._gates(x, l, weights)
             # c is float32 (see the module docstring): f * c and the sum are computed in it.
             c[l] = self._exact(f) * c_tm1[l] + self._exact(i * self._lstm_act(candidate))
             r[l] = o * self._act(self._lstm_act(c[l]))
@@ -320,7 +321,7 @@ class PredNetCell(keras.layers.Layer):
         errors = [None] * L  # E_l as computed; e_l is E_l in the activation dtype
         output = None
         for l in range(L):
-            ahat = ops.relu(self._conv("ahat", l, r[l]))
+            ahat = ops.relu(self._conv("ahat", l, r[l], weights))
             if l == 0:
                 # pixel_max as the tensor Keras makes of it, made once on torch (device_constants).
                 ahat = ops.minimum(ahat, scalar(self.pixel_max, ahat, dtype_name(ahat.dtype)))
@@ -332,7 +333,7 @@ class PredNetCell(keras.layers.Layer):
             if self.output_layer_num == l:
                 output = {"A": a, "Ahat": ahat, "R": r[l], "E": error}[self.output_layer_type]
             if l < L - 1:
-                a = maxpool2x2(self._a_act(self._conv("a", l, e[l])))
+                a = maxpool2x2(self._a_act(self._conv("a", l, e[l], weights)))
 
         if output is None:
             if self.output_mode == "prediction":
@@ -352,9 +353,10 @@ class PredNetCell(keras.layers.Layer):
             new_states += [self._exact(frame_prediction), t + 1]
         return output, new_states
 
-    def _conv(self, kind, l, x):
+    def _conv(self, kind, l, x, weights=None):
         conv = self.convs[kind][l]
-        return self._add_bias(self._convolve(x, conv.kernel), conv.bias)
+        kernel = weights[kind][l] if weights is not None else conv.kernel
+        return self._add_bias(self._convolve(x, kernel), conv.bias)
 
     def _convolve(self, x, kernel):
         x, kernel = self._act(x), self._act(kernel)
@@ -370,7 +372,7 @@ class PredNetCell(keras.layers.Layer):
             return y + bias
         return y + self._act(ops.broadcast_to(bias, ops.shape(y)))
 
-    def _gates(self, x, l, gate_weights=None):
+    def _gates(self, x, l, weights=None):
         """i, f, candidate (pre-activation), o of layer l: one fused convolution.
 
         On eager torch the gate activation runs once over all four parts and the candidate's part of
@@ -379,7 +381,7 @@ class PredNetCell(keras.layers.Layer):
         (tests/layers/test_kernels_once.py counts the clamps). It is elementwise, so i, f and o are the
         same values, and the candidate's part sends back a zero gradient, which adds nothing to the
         candidate's own: the same bits."""
-        kernel, bias = gate_weights[l] if gate_weights is not None else self._fused_gate_weights(l)
+        kernel, bias = weights["gates"][l] if weights is not None else self._fused_gate_weights(l)
         z = self._add_bias(self._convolve(x, kernel), bias)
         if device_constants.eager_torch():
             i, f, _, o = ops.split(self._gate_act(z), 4, axis=-1)
@@ -393,19 +395,23 @@ class PredNetCell(keras.layers.Layer):
         return (concatenated_kernel([conv.kernel for conv in convs]),
                 ops.concatenate([conv.bias for conv in convs], axis=-1))
 
-    def fused_gate_weights_once(self):
-        """[(kernel, bias) of the gates] per layer, for every step of a sequence to share; None where not.
+    def weights_once(self):
+        """The convolutions' weights for every step of a sequence to share: {"gates": [(kernel, bias)] of the
+        four gates fused, "a": [kernel], "ahat": [kernel]} per layer, each kernel laid out as torch's
+        convolution reads it (feature_maps.concatenated_kernel); None where not.
 
-        The weights do not change within a sequence, so the values are the ones each step would make; on
-        eager torch, where each operation and its backward is dispatched from Python, the 80 concatenations
-        of 4 layers and 10 steps become 8. Elsewhere None, and the steps make them: XLA and torch.compile
-        merge the repeats themselves, and their programs stay as they were. Only the float32 concatenation
-        is shared: a kernel cast to bfloat16 once for all steps would have its gradient summed over the
-        steps in bfloat16 (autograd sums in the tensor's dtype), where each step's own cast sums them in
-        float32. `PredNet` hands them to every step of its time loop (`call`'s gate_weights)."""
+        The weights do not change within a sequence, so the values are the ones each step would make. On
+        eager torch, where each operation and its backward is dispatched from Python, the gates' 80
+        concatenations of 4 layers and 10 steps become 8, and the convolutions read kernels laid out once
+        instead of copying them at every step, forward and backward. Elsewhere None, and the steps use the
+        variables: XLA and torch.compile merge the repeats themselves, and their programs stay as they were.
+        Only float32 is shared: a kernel cast to bfloat16 once for all steps would have its gradient summed
+        over the steps in bfloat16 (autograd sums in the tensor's dtype), where each step's own cast sums
+        them in float32. `PredNet` hands them to every step of its time loop (`call`'s weights)."""
         if not device_constants.eager_torch():
             return None
-        return [self._fused_gate_weights(l) for l in range(self.nb_layers)]
+        return {"gates": [self._fused_gate_weights(l) for l in range(self.nb_layers)],
+                **{kind: [concatenated_kernel([conv.kernel]) for conv in self.convs[kind]] for kind in ("a", "ahat")}}
 
     # ------------------------------------------------------------------ shapes
     def output_shape_for(self, height, width):
@@ -565,7 +571,7 @@ class PredNet(keras.layers.RNN):
         # own __call__ has done once for the sequence. That bookkeeping is Python that
         # torch.compile cannot trace (a graph break and a recompilation per step) and
         # that costs eager backends time; the operations computed are the same.
-        gate_weights = self.cell.fused_gate_weights_once()  # None but on eager torch
+        weights = self.cell.weights_once()  # None but on eager torch
 
         def step(inputs, states):
             if self.stateful and _COPIES_RNN_STATES:
@@ -575,7 +581,7 @@ class PredNet(keras.layers.RNN):
             # The cell's name scope, as its __call__ would open: TensorFlow names the
             # operations after it, and its gradient summation order follows the names.
             with keras.name_scope(self.cell.name, caller=self.cell):
-                return self.cell.call(inputs, states, training=training, gate_weights=gate_weights)
+                return self.cell.call(inputs, states, training=training, weights=weights)
 
         # keras.layers.RNN has cast every state to the cell's compute_dtype (float32);
         # each state enters the loop in its own dtype (no cast under a float32 policy).
@@ -721,11 +727,19 @@ _DTYPE_NAMES = {}
 
 def dtype_name(dtype):
     """keras.backend.standardize_dtype(dtype), looked up once per dtype: the cell asks about 20 times per
-    layer and time step, and Keras' answer is Python work on eager backends' every step."""
+    layer and time step, and Keras' answer is Python work on eager backends' every step.
+
+    Not written while torch.compile traces: TorchDynamo records a module dict's change as a side effect, and
+    then breaks the graph at the next `inspect.Signature.bind` (Keras binds each layer's call signature), since
+    it cannot tell whether the signature's mapping proxy reads that dict. A dtype first met in a trace (a
+    Variable's "float32" where every eager step met only tensors' torch.float32) broke the compiled step 6
+    times (tests/test_torch_compile.py)."""
     try:
         name = _DTYPE_NAMES.get(dtype)
     except TypeError:  # a dtype that cannot be a key
         return keras.backend.standardize_dtype(dtype)
     if name is None:
-        name = _DTYPE_NAMES[dtype] = keras.backend.standardize_dtype(dtype)
+        name = keras.backend.standardize_dtype(dtype)
+        if not device_constants.torch_compile_tracing():
+            _DTYPE_NAMES[dtype] = name
     return name

@@ -342,15 +342,14 @@ class ChainerWindowModel(keras.Model):
         minutes, TorchDynamo reusing one step's graph at every step)."""
         outputs = []
         output = None
-        gate_weights, kernels = self.cell.fused_gate_weights_once(), self.cell.kernels_once()
+        weights = self.cell.weights_once()
         # Only a first window has masked steps. The mask is read on the host once per window (eager torch's
         # train_on_batch waits for every update's loss anyway), and a step that is real in the whole batch takes
         # the cell's output and states as they are: `where` would give the same values and, backward, a zero
         # gradient to add to the old ones, 13 operations forward and more backward per step.
         real_steps = ops.convert_to_numpy(mask).all(axis=0)
         for t in range(inputs.shape[1]):
-            new_output, new_states = self.cell(inputs[:, t], states, training=training, gate_weights=gate_weights,
-                                               kernels=kernels)
+            new_output, new_states = self.cell(inputs[:, t], states, training=training, weights=weights)
             if real_steps[t]:
                 output, states = new_output, list(new_states)
             else:

@@ -1,8 +1,8 @@
 """On eager torch, PredNet concatenates its gates' kernels and biases once per sequence instead of at every
-time step (PredNetCell.fused_gate_weights_once) and gives its convolutions and pooling channels_first views
+time step (PredNetCell.weights_once) and gives its convolutions and pooling channels_first views
 instead of letting Keras copy their inputs (layers/feature_maps.py), and takes the gates'
-activation once over their fused output and the errors' activation once over both halves, and lays the gates'
-kernel out as torch's convolution reads it, and computes the same bits: outputs and every weight's gradient, in
+activation once over their fused output and the errors' activation once over both halves, lays every
+kernel out once per sequence as torch's convolution reads it, and computes the same bits: outputs and every weight's gradient, in
 float32 and in mixed_bfloat16. Elsewhere it changes nothing."""
 
 import json
@@ -38,8 +38,9 @@ def run(policy, once):
     upstream = torch.tensor(rng.normal(size=tuple(out.shape)), dtype=out.dtype)
     (out * upstream).sum().backward()
     grads = [bits(w.value.grad) for w in layer.trainable_weights]
-    # The gates' kernels as Keras' torch convolution permutes them: channels_last kernels on eager torch.
-    kernels = [gates[0] for gates in layer.cell.fused_gate_weights_once()] if once else []
+    # The kernels as Keras' torch convolution permutes them: channels_last kernels on eager torch.
+    shared = layer.cell.weights_once() if once else None
+    kernels = [gates[0] for gates in shared["gates"]] + shared["a"] + shared["ahat"] if once else []
     channels_last = bool(kernels) and all(kernel.permute(3, 2, 0, 1).is_contiguous(memory_format=torch.channels_last)
                                           for kernel in kernels)
     return {"out": bits(out), "grads": grads, "channels_last kernel": channels_last,
@@ -71,9 +72,10 @@ def torch_result():
 def test_the_same_bits_with_the_kernels_concatenated_once(torch_result, policy):
     found = torch_result[policy]
     assert found["same outputs"] and found["same gradients"] and found["gradients"] == 34
-    # 3 layers, 5 steps: every step's gate kernel and bias (2 x 3 x 5 = 30) against 2 x 3 once. The other
-    # concatenations (each step's LSTM input and errors, the "all" output) are there in both.
-    assert found["cat every step"] - found["cat once"] == 2 * 3 * 5 - 2 * 3
+    # 3 layers, 5 steps: every step's gate kernel and bias (2 x 3 x 5 = 30) against 2 x 3 once, and once the
+    # copy of each A and Ahat kernel laid out (2 + 3). The other concatenations (each step's LSTM input and
+    # errors, the "all" output) are there in both.
+    assert found["cat every step"] - found["cat once"] == 2 * 3 * 5 - 2 * 3 - (2 + 3)
     # Keras' copies, forward only (their backward copies nothing): 2 of each convolution's input and 1 of its
     # kernel, 8 convolutions a step (3 gates, 3 predictions, 2 targets), and 1 of each of the 2 poolings' inputs.
     assert found["clone every step"] == 5 * (3 * 8 + 2) and found["clone once"] == 0
@@ -81,7 +83,8 @@ def test_the_same_bits_with_the_kernels_concatenated_once(torch_result, policy):
     # errors' rectified halves, one relu per half (3 layers), once over both.
     assert (found["clamp every step"], found["clamp once"]) == (3 * 3 * 5, 3 * 5)
     assert found["relu every step"] - found["relu once"] == 3 * 5
-    # Laid out as cuDNN and oneDNN read a kernel for a channels_last input (feature_maps.concatenated_kernel).
+    # Every kernel laid out as cuDNN and oneDNN read a kernel for a channels_last input
+    # (feature_maps.concatenated_kernel).
     assert found["channels_last kernel"]
 
 
@@ -96,4 +99,4 @@ def test_other_backends_build_the_same_program():
     cell = PredNetCell(stack_sizes=(3, 4), R_stack_sizes=(3, 4), A_filt_sizes=(3,), Ahat_filt_sizes=(3, 3),
                        R_filt_sizes=(3, 3))
     cell.build((None, 8, 8, 3))
-    assert cell.fused_gate_weights_once() is None
+    assert cell.weights_once() is None
