@@ -465,3 +465,32 @@ def test_the_kernel_copies_records():
     compared = [line for line in (record / "identity.txt").read_text().splitlines()
                 if line.startswith(("torch", "jax", "tensorflow"))]
     assert len(compared) == 5 and all("history identical, weights identical" in line for line in compared)
+
+
+def test_the_kernels_once_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-kernels-once-2026-12-07"
+    readme = " ".join((record / "README.md").read_text().split())
+    text = " ".join(BENCHMARKS.read_text().split())
+    for batch in (1, 4):
+        steps = {side: [json.loads((record / f"{side}-b{batch}-r{r}.json").read_text()) for r in (1, 2)]
+                 for side in ("before", "after")}
+        assert all(run["config"]["batch_size"] == batch for runs in steps.values() for run in runs)
+        before, after = ([f"{run['median_step_ms']:,.1f}" for run in steps[side]] for side in ("before", "after"))
+        row = f"| {batch} | {before[0]} / {before[1]} ms | {after[0]} / {after[1]} ms |"
+        assert row in readme and row in text, batch
+        # Every round after is faster than every round before.
+        assert max(run["median_step_ms"] for run in steps["after"]) < min(run["median_step_ms"] for run in steps["before"])
+    # The A and Ahat kernels' copies: among the largest own times before, none of the 12 after.
+    before, after = (json.loads((record / f"{side}-b1-r1.json").read_text())["by_self_cpu_time"]
+                     for side in ("before", "after"))
+    copies = [row for row in before[:4] if row["name"] == "aten::copy_" and "[192, 192, 3, 3]" in row["input_shapes"]]
+    assert copies and f"{copies[0]['self_cpu_ms']:.1f} ms a step at batch 1" in readme
+    assert not [row for row in after if row["name"] == "aten::copy_" and "[192, 192, 3, 3]" in row["input_shapes"]]
+    port = [_fps(record / f"port-b1-r{r}.json") for r in (1, 2)]
+    ours = {side: [_fps(record / f"ours-{side}-b1-r{r}.json") for r in (1, 2)] for side in ("before", "after")}
+    figures = (f"the port {port[0]:.1f} / {port[1]:.1f} frames/s, ours before {ours['before'][0]:.1f} / "
+               f"{ours['before'][1]:.1f}, ours after {ours['after'][0]:.1f} / {ours['after'][1]:.1f}")
+    assert figures in readme and figures in text
+    compared = [line for line in (record / "identity.txt").read_text().splitlines()
+                if line.startswith(("torch", "jax", "tensorflow"))]
+    assert len(compared) == 5 and all("history identical, weights identical" in line for line in compared)
