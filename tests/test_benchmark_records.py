@@ -494,3 +494,50 @@ def test_the_kernels_once_records():
     compared = [line for line in (record / "identity.txt").read_text().splitlines()
                 if line.startswith(("torch", "jax", "tensorflow"))]
     assert len(compared) == 5 and all("history identical, weights identical" in line for line in compared)
+
+
+def test_the_h100_kernels_once_figures_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "h100-kernels-once-2026-12-07"
+    readme = " ".join((record / "README.md").read_text().split())
+    text = " ".join(BENCHMARKS.read_text().split())
+
+    def found(call, name):
+        document = json.loads((record / call / f"{name}.json").read_text())
+        if "port" in document:
+            return document["fps"], document["step_ms_median"]
+        train = document["results"][0]["train"]
+        return train["fps"], train["step_ms"]["median_ms"]
+
+    def ms(call, name):
+        return f"{found(call, name)[1]:.1f}"
+
+    # Batch 16, call 1: the table's row and the frames/s.
+    row = (f"| eager torch, batch 16, median step (call 1) | {ms('call-1', 'torch-eager-before-float32-b16')} ms | "
+           f"{ms('call-1', 'torch-eager-float32-b16')} ms | {ms('call-1', 'port-b16-r1')} / {ms('call-1', 'port-b16-r2')} ms |")
+    assert row in text
+    before, after = (found("call-1", name)[0] for name in ("torch-eager-before-float32-b16", "torch-eager-float32-b16"))
+    assert f"{before:,.0f} -> {after:,.0f} frames/s" in text and f"{before:,.0f} -> {after:,.0f} frames/s" in readme
+    port16 = statistics.mean(found("call-1", f"port-b16-r{r}")[0] for r in (1, 2))
+    assert f"{before / port16:.2f}x to {after / port16:.2f}x the port" in text
+    # Batch 4, calls 1, 3 and 4.
+    calls = ("call-1", "call-3", "call-4")
+    row = ("| eager torch, batch 4, median step (calls 1, 3, 4) | "
+           + " / ".join(ms(c, "torch-eager-before-float32-b4") for c in calls) + " ms | "
+           + " / ".join(ms(c, "torch-eager-float32-b4") for c in calls) + " ms | "
+           + " / ".join(f"{ms(c, 'port-b4-r1')}, {ms(c, 'port-b4-r2')}" for c in calls) + " ms |")
+    assert row in text
+    ports = [found(c, f"port-b4-r{r}")[0] for c in calls for r in (1, 2)]
+    assert f"({min(ports):.0f}-{max(ports):.0f} frames/s)" in text
+    # Compiled torch at batch 16, call 2.
+    port = statistics.mean(found("call-2", f"port-b16-r{r}")[0] for r in (1, 2))
+    for name in ("torch-compiled-float32-b16", "torch-compiled-autotune-float32-b16", "torch-compiled-cudagraphs-b16"):
+        fps = found("call-2", name)[0]
+        assert f"{fps:,.0f} ({fps / port:.2f}x" in text or f"{fps:,.0f} frames/s ({fps / port:.2f}x" in text, name
+    autotune = json.loads((record / "call-2" / "torch-compiled-autotune-float32-b16.json").read_text())
+    first = autotune["results"][0]["train"]["warmup_seconds"][0]
+    assert f"{first:.1f} s" in text and f"{first:.1f} s" in readme
+    # The Chainer window.
+    before, after = (" / ".join(ms("call-1-chainer", f"chainer-torch-eager{side}-r{r}") for r in (1, 2))
+                     for side in ("-before", ""))
+    window = f"{before} ms per update before, {after} after"
+    assert window in text and window in readme
