@@ -541,3 +541,37 @@ def test_the_h100_kernels_once_figures_are_the_records():
                      for side in ("-before", ""))
     window = f"{before} ms per update before, {after} after"
     assert window in text and window in readme
+
+
+def test_the_cpu_backends_figures_of_the_xeon_are_the_records():
+    import lzma
+
+    record = ROOT / "docs" / "benchmarks" / "cpu2-backends-2026-12-07"
+    document = json.loads(lzma.decompress((record / "cpu-backends.json.xz").read_bytes()))
+    fps = {}
+    for result in document["results"]:
+        effective = result["runtime"]["effective"]
+        assert "AMX" in result["fingerprint"]["cpu"]["model"] + " ".join(result["fingerprint"]["cpu"]["simd"]).upper()
+        fps.setdefault((effective["backend"], effective["precision"]), []).append(result["train"]["fps"])
+    assert all(len(rounds) == 2 for rounds in fps.values()) and len(fps) == 6
+    readme = " ".join((record / "README.md").read_text().split())
+    text = " ".join(BENCHMARKS.read_text().split())
+    for backend in ("tensorflow", "torch", "jax"):
+        f32, bf16 = (fps[(backend, precision)] for precision in ("float32", "mixed_bfloat16"))
+        ratio = statistics.mean(bf16) / statistics.mean(f32)
+        assert f"{f32[0]:.2f} / {f32[1]:.2f}" in readme and f"{bf16[0]:.2f} / {bf16[1]:.2f}" in readme, backend
+        assert f"{f32[0]:.2f} / {f32[1]:.2f}" in text and f"{ratio:.2f}x" in readme, backend
+    # The project README's sentence: ranges of the two rounds, one decimal.
+    front = " ".join((ROOT / "README.md").read_text().split())
+
+    def span(rounds):
+        low, high = (f"{value:.1f}" for value in sorted(rounds))
+        return low if low == high else f"{low}-{high}"
+
+    assert (f"float32 ({span(fps[('tensorflow', 'float32')])} frames/s against torch's "
+            f"{span(fps[('torch', 'float32')])} and JAX's {span(fps[('jax', 'float32')])})") in front
+    assert (f"({span(fps[('torch', 'mixed_bfloat16')])} against TensorFlow's "
+            f"{span(fps[('tensorflow', 'mixed_bfloat16')])}") in front
+    gains = [statistics.mean(fps[(backend, "mixed_bfloat16")]) / statistics.mean(fps[(backend, "float32")])
+             for backend in ("torch", "tensorflow")]
+    assert f"{gains[0]:.1f}x and {gains[1]:.1f}x float32" in front
