@@ -101,6 +101,12 @@ def test_the_convolutions_views_records():
     assert "DIFFER" not in (record / "identity.txt").read_text()
 
 
+def _identity_lines(record):
+    """The lines of a record's identity.txt (scripts/train_identity.sh) that compare one configuration."""
+    return [line for line in (record / "identity.txt").read_text().splitlines()
+            if line.startswith(("torch", "jax", "tensorflow"))]
+
+
 def _fps(path):
     document = json.loads(path.read_text())
     return document["fps"] if "port" in document else document["results"][0]["train"]["fps"]
@@ -333,8 +339,7 @@ def test_the_gates_one_activation_figures_are_the_records():
     assert f"({fps['before']:.1f} / {fps['after']:.1f} frames/s, {ratio})" in text
     launches = ops["before"]["float32"]["total"] - ops["after"]["float32"]["total"]
     assert f"the {launches} fewer kernel launches" in readme
-    identity = (record / "identity.txt").read_text()
-    compared = [line for line in identity.splitlines() if line.startswith(("torch", "jax", "tensorflow"))]
+    compared = _identity_lines(record)
     assert len(compared) == 4 and all(", weights DIFFER (" in line for line in compared)
 
 
@@ -353,8 +358,7 @@ def test_the_activations_once_records():
         assert (ops["before"][name], ops["after"][name]) == (120, 40), name
     assert f"from {ops['before']['aten.mul']} to {ops['after']['aten.mul']}" in readme
     assert f"`zeros` rises from {ops['before']['aten.zeros']} to {ops['after']['aten.zeros']}" in readme
-    compared = [line for line in (record / "identity.txt").read_text().splitlines()
-                if line.startswith(("torch", "tensorflow"))]
+    compared = _identity_lines(record)
     assert len(compared) == 4 and all("history identical, weights identical" in line for line in compared)
 
 
@@ -462,8 +466,7 @@ def test_the_kernel_copies_records():
     figures = f"the port {port[0]:.1f} / {port[1]:.1f} frames/s, ours"
     assert figures in readme and figures in text
     assert f"{ours[0]:.1f} / {ours[1]:.1f} (7.4 before)" in text and f"{earlier:.1f} frames/s" in readme
-    compared = [line for line in (record / "identity.txt").read_text().splitlines()
-                if line.startswith(("torch", "jax", "tensorflow"))]
+    compared = _identity_lines(record)
     assert len(compared) == 5 and all("history identical, weights identical" in line for line in compared)
 
 
@@ -491,8 +494,7 @@ def test_the_kernels_once_records():
     figures = (f"the port {port[0]:.1f} / {port[1]:.1f} frames/s, ours before {ours['before'][0]:.1f} / "
                f"{ours['before'][1]:.1f}, ours after {ours['after'][0]:.1f} / {ours['after'][1]:.1f}")
     assert figures in readme and figures in text
-    compared = [line for line in (record / "identity.txt").read_text().splitlines()
-                if line.startswith(("torch", "jax", "tensorflow"))]
+    compared = _identity_lines(record)
     assert len(compared) == 5 and all("history identical, weights identical" in line for line in compared)
 
 
