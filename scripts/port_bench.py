@@ -43,6 +43,9 @@ def parse_arguments(argv=None):
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--size", default="128x160", help="HxW of the frames")
     parser.add_argument("--nt", type=int, default=10)
+    parser.add_argument("--stack-sizes", default="3,48,96,192",
+                        help="channels per layer (A and R alike, as kitti_train.py); small ones leave the host's "
+                             "work per operation, as prednet-bench --stack-sizes does")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
@@ -95,7 +98,7 @@ def main(argv=None):
     from prednet import PredNet  # noqa: E402  (the port's module, found through --port-dir)
 
     torch.manual_seed(args.seed)
-    channels = (3, 48, 96, 192)
+    channels = tuple(int(c) for c in args.stack_sizes.split(","))
     model = PredNet(channels, channels, output_mode="error")
     if on_gpu:
         model.cuda()
@@ -103,7 +106,7 @@ def main(argv=None):
     nt = args.nt
     time_weights = torch.full((nt, 1), 1.0 / (nt - 1))
     time_weights[0] = 0
-    layer_weights = torch.tensor([[1.0], [0.0], [0.0], [0.0]])
+    layer_weights = torch.tensor([[1.0]] + [[0.0]] * (len(channels) - 1))
     if on_gpu:
         time_weights, layer_weights = time_weights.cuda(), layer_weights.cuda()
     generator = torch.Generator().manual_seed(args.seed)
