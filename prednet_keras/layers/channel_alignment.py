@@ -35,12 +35,12 @@ def channel_multiple_from_environment():
     return multiple if multiple > 1 else None
 
 
-def pad_input_channels(x, kernel, multiple):
-    """(x, kernel) with x's channels (last axis) and the kernel's input rows (its third axis) padded with
-    zeros to a multiple of `multiple`; unchanged when they are one already."""
+def pad_input_channels(x, kernel, multiple, channels_first=False):
+    """(x, kernel) with x's channels (last axis; the second with `channels_first`) and the kernel's input rows
+    (its third axis) padded with zeros to a multiple of `multiple`; unchanged when they are one already."""
     extra = -int(kernel.shape[2]) % multiple
     if not extra:
         return x, kernel
-    x = ops.pad(x, [(0, 0), (0, 0), (0, 0), (0, extra)])
+    x = ops.pad(x, [(0, 0), (0, extra), (0, 0), (0, 0)] if channels_first else [(0, 0), (0, 0), (0, 0), (0, extra)])
     kernel = ops.pad(kernel, [(0, 0), (0, 0), (0, extra), (0, 0)])
     return x, kernel

@@ -6,6 +6,12 @@ the form with the fewest operations for the same bits; TensorFlow, JAX and torch
 merge such work themselves, get the plain form, and their programs stay as they were. The same bits on eager
 torch: tests/layers/test_kernels_once.py (Lotter's cell) and tests/study_models/test_window_time_loop.py (the
 Chainer cell) compare both forms.
+
+`channels_first=True` (eager torch only, Lotter's cell): the feature maps are channels_first views of
+channels_last memory, (batch, C, H, W) tensors whose channels are adjacent in memory, which a cell can carry
+through all its steps: its convolutions and pooling then take them as they are, with no transpose there and
+back (two Keras calls each, and a permute node each in the backward pass), and the memory they run on, and
+so the kernels cuDNN and oneDNN choose, is the same.
 """
 
 from keras import ops
@@ -15,8 +21,11 @@ from prednet_keras.layers import device_constants
 __all__ = ["concatenated_kernel", "convolve_same", "maxpool2x2", "rectified_halves", "upsample2x"]
 
 
-def convolve_same(x, kernel):
-    """The stride-1 "same" convolution of (batch, H, W, C_in) by a (kh, kw, C_in, C_out) kernel, no bias."""
+def convolve_same(x, kernel, channels_first=False):
+    """The stride-1 "same" convolution of (batch, H, W, C_in) by a (kh, kw, C_in, C_out) kernel, no bias;
+    of (batch, C_in, H, W) with `channels_first`."""
+    if channels_first:
+        return ops.conv(x, kernel, strides=1, padding="same", data_format="channels_first")
     if device_constants.eager_torch():
         return _through_channels_first(ops.conv, x, kernel, strides=1, padding="same")
     return ops.conv(x, kernel, strides=1, padding="same", data_format="channels_last")
@@ -38,8 +47,10 @@ def concatenated_kernel(kernels):
     return ops.transpose(stored, (1, 2, 3, 0))
 
 
-def maxpool2x2(x):
+def maxpool2x2(x, channels_first=False):
     """2x2 max pooling, stride 2 (Keras 2's MaxPooling2D and Chainer's max_pooling_2d(x, 2))."""
+    if channels_first:
+        return ops.max_pool(x, pool_size=2, strides=2, padding="valid", data_format="channels_first")
     if device_constants.eager_torch():
         return _through_channels_first(ops.max_pool, x, pool_size=2, strides=2, padding="valid")
     return ops.max_pool(x, pool_size=2, strides=2, padding="valid", data_format="channels_last")
@@ -68,15 +79,16 @@ def upsample2x(x):
     return ops.reshape(ops.stack([x, x], axis=2), (-1, 2 * height, 2 * width, channels))
 
 
-def rectified_halves(activation, x, y):
+def rectified_halves(activation, x, y, channels_first=False):
     """[activation(x - y), activation(y - x)] on the channel axis: the error units of both PredNets.
 
     On eager torch the activation runs once, on the concatenation: it is elementwise, so the same bits, with one
     operation and its backward fewer. (As activation([d, -d]) with d = x - y it would save a subtraction too, but
     where x equals y, -d is -0.0 where y - x is +0.0.)"""
+    axis = 1 if channels_first else -1
     if device_constants.eager_torch():
-        return activation(ops.concatenate([x - y, y - x], axis=-1))
-    return ops.concatenate([activation(x - y), activation(y - x)], axis=-1)
+        return activation(ops.concatenate([x - y, y - x], axis=axis))
+    return ops.concatenate([activation(x - y), activation(y - x)], axis=axis)
 
 
 def _through_channels_first(operation, x, *args, **kwargs):

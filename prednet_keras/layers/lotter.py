@@ -36,7 +36,9 @@ Deliberate differences from the Keras 2 code (numerically equivalent):
   not at every time step (PredNetCell.weights_once): the same bits;
 - on eager torch, the convolutions and the pooling are given channels_first views of
   the channels_last tensors, which spares Keras' copies of them, and the error activation
-  runs once over both halves (feature_maps): the same bits;
+  runs once over both halves (feature_maps): the same bits; the errors, the targets A_l and
+  the predictions stay channels_first views from step to step, so that only the LSTM's
+  inputs and outputs are transposed (PredNetCell.carried_channels_first): the same bits;
 - on eager torch, the gate activation runs once over the four gates' fused output, the
   candidate's part unused (PredNetCell._gates), and every kernel is laid out once per
   sequence as torch's convolution reads it (feature_maps.concatenated_kernel,
@@ -292,8 +294,12 @@ class PredNetCell(keras.layers.Layer):
     # ------------------------------------------------------------------- step
     def call(self, a, states, training=False, weights=None):
         """One time step. `weights`: the convolutions' weights made once for the sequence (`weights_once`);
-        None: made here from the variables."""
+        None: made here from the variables. With `weights["channels_first"]` (eager torch), the feature maps
+        the convolutions take and give are channels_first views: `a`, the image outputs and the states that
+        `carried_channels_first` names (PredNet.inner_loop makes and undoes them once per sequence)."""
         L = self.nb_layers
+        channels_first = weights is not None and weights["channels_first"]
+        to_maps = _to_channels_first if channels_first else _unchanged
         r_tm1 = states[:L]
         c_tm1 = states[L : 2 * L]
         e_tm1 = states[2 * L : 3 * L]
@@ -307,10 +313,10 @@ class PredNetCell(keras.layers.Layer):
         r = [None] * L
         c = [None] * L
         for l in reversed(range(L)):
-            inputs = [r_tm1[l], e_tm1[l]]
+            inputs = [to_maps(r_tm1[l]), e_tm1[l]]
             if l < L - 1:
-                inputs.append(upsample2x(r[l + 1]))
-            x = ops.concatenate(inputs, axis=-1)
+                inputs.append(to_maps(upsample2x(r[l + 1])))
+            x = ops.concatenate(inputs, axis=1 if channels_first else -1)
             i, f, candidate, o = self._gates(x, l, weights)
             # c is float32 (see the module docstring): f * c and the sum are computed in it.
             c[l] = self._exact(f) * c_tm1[l] + self._exact(i * self._lstm_act(candidate))
@@ -321,19 +327,19 @@ class PredNetCell(keras.layers.Layer):
         errors = [None] * L  # E_l as computed; e_l is E_l in the activation dtype
         output = None
         for l in range(L):
-            ahat = ops.relu(self._conv("ahat", l, r[l], weights))
+            ahat = ops.relu(self._conv("ahat", l, to_maps(r[l]), weights))
             if l == 0:
                 # pixel_max as the tensor Keras makes of it, made once on torch (device_constants).
                 ahat = ops.minimum(ahat, scalar(self.pixel_max, ahat, dtype_name(ahat.dtype)))
                 frame_prediction = ahat
                 # E_0 against the frame as given (float32 under a mixed policy).
                 ahat = self._exact(ahat)
-            error = rectified_halves(self._error_act, ahat, a)
+            error = rectified_halves(self._error_act, ahat, a, channels_first)
             errors[l], e[l] = error, self._act(error)
             if self.output_layer_num == l:
                 output = {"A": a, "Ahat": ahat, "R": r[l], "E": error}[self.output_layer_type]
             if l < L - 1:
-                a = maxpool2x2(self._a_act(self._conv("a", l, e[l], weights)))
+                a = maxpool2x2(self._a_act(self._conv("a", l, e[l], weights)), channels_first)
 
         if output is None:
             if self.output_mode == "prediction":
@@ -345,7 +351,8 @@ class PredNetCell(keras.layers.Layer):
                 if self.output_mode == "error":
                     output = errors
                 else:  # "all"
-                    flat = ops.reshape(frame_prediction, (ops.shape(frame_prediction)[0], -1))
+                    image = _to_channels_last(frame_prediction) if channels_first else frame_prediction
+                    flat = ops.reshape(image, (ops.shape(image)[0], -1))  # height, width, channels
                     output = ops.concatenate([self._exact(flat), errors], axis=-1)
 
         new_states = r + c + e
@@ -355,14 +362,16 @@ class PredNetCell(keras.layers.Layer):
 
     def _conv(self, kind, l, x, weights=None):
         conv = self.convs[kind][l]
-        kernel = weights[kind][l] if weights is not None else conv.kernel
-        return self._add_bias(self._convolve(x, kernel), conv.bias)
+        if weights is None:
+            return self._add_bias(self._convolve(x, conv.kernel), conv.bias)
+        kernel, bias = weights[kind][l]
+        return self._add_bias(self._convolve(x, kernel, weights["channels_first"]), bias)
 
-    def _convolve(self, x, kernel):
+    def _convolve(self, x, kernel, channels_first=False):
         x, kernel = self._act(x), self._act(kernel)
         if self.channel_multiple:  # off by default: then the graph has no trace of it
-            x, kernel = pad_input_channels(x, kernel, self.channel_multiple)
-        return convolve_same(x, kernel)
+            x, kernel = pad_input_channels(x, kernel, self.channel_multiple, channels_first)
+        return convolve_same(x, kernel, channels_first)
 
     def _add_bias(self, y, bias):
         # Under a mixed policy the bias is broadcast in float32, then cast: its gradient, a sum
@@ -381,8 +390,13 @@ class PredNetCell(keras.layers.Layer):
         (tests/layers/test_kernels_once.py counts the clamps). It is elementwise, so i, f and o are the
         same values, and the candidate's part sends back a zero gradient, which adds nothing to the
         candidate's own: the same bits."""
-        kernel, bias = weights["gates"][l] if weights is not None else self._fused_gate_weights(l)
-        z = self._add_bias(self._convolve(x, kernel), bias)
+        if weights is None:
+            kernel, bias = self._fused_gate_weights(l)
+            z = self._add_bias(self._convolve(x, kernel), bias)
+        else:
+            kernel, bias = weights["gates"][l]
+            y = self._convolve(x, kernel, weights["channels_first"])
+            z = self._add_bias(_to_channels_last(y) if weights["channels_first"] else y, bias)
         if device_constants.eager_torch():
             i, f, _, o = ops.split(self._gate_act(z), 4, axis=-1)
             size = self.R_stack_sizes[l]
@@ -397,8 +411,9 @@ class PredNetCell(keras.layers.Layer):
 
     def weights_once(self):
         """The convolutions' weights for every step of a sequence to share: {"gates": [(kernel, bias)] of the
-        four gates fused, "a": [kernel], "ahat": [kernel]} per layer, each kernel laid out as torch's
-        convolution reads it (feature_maps.concatenated_kernel); None where not.
+        four gates fused, "a": [(kernel, bias)], "ahat": [(kernel, bias)]} per layer, each kernel laid out as
+        torch's convolution reads it (feature_maps.concatenated_kernel) and the A and Ahat biases shaped
+        (C, 1, 1), and "channels_first": True, the layout the convolutions then take and give; None where not.
 
         The weights do not change within a sequence, so the values are the ones each step would make. On
         eager torch, where each operation and its backward is dispatched from Python, the gates' 80
@@ -407,11 +422,47 @@ class PredNetCell(keras.layers.Layer):
         variables: XLA and torch.compile merge the repeats themselves, and their programs stay as they were.
         Only float32 is shared: a kernel cast to bfloat16 once for all steps would have its gradient summed
         over the steps in bfloat16 (autograd sums in the tensor's dtype), where each step's own cast sums
-        them in float32. `PredNet` hands them to every step of its time loop (`call`'s weights)."""
+        them in float32. `PredNet` hands them to every step of its time loop (`call`'s weights).
+
+        With them the convolutions and poolings take and give channels_first views of channels_last memory
+        (feature_maps), which `PredNet.inner_loop` makes of the frames and states once per sequence. Each
+        transpose is a Keras call and a permute node of the backward pass, which cost an eager step more than
+        their share of its arithmetic: of the 28 a step of Lotter's KITTI model made around its convolutions
+        and poolings, 15 are left (each gate convolution's r and output, each upsampling's result, each
+        prediction convolution's r). The
+        LSTM's gates and update stay channels_last: the gradient autograd makes of the candidate's unused
+        activation is zeros laid out as the tensor's shape reads, and the gates' biases' gradients, sums over
+        it, would then be summed in another order. The memory and the kernels are the same, so the same
+        bits (tests/layers/test_kernels_once.py)."""
         if not device_constants.eager_torch():
             return None
+
+        def channels_first(conv):  # its bias shaped (C, 1, 1), to add to a channels_first output
+            return concatenated_kernel([conv.kernel]), ops.reshape(conv.bias, (-1, 1, 1))
+
         return {"gates": [self._fused_gate_weights(l) for l in range(self.nb_layers)],
-                **{kind: [concatenated_kernel([conv.kernel]) for conv in self.convs[kind]] for kind in ("a", "ahat")}}
+                **{kind: [channels_first(conv) for conv in self.convs[kind]] for kind in ("a", "ahat")},
+                "channels_first": True}
+
+    def carried_channels_first(self):
+        """For each state, whether the steps carry it as a channels_first view when they compute on them
+        (`weights_once`): e and the previous prediction, which convolutions make; not r and c, which the
+        LSTM's update makes channels_last, nor the step counter.
+
+        r stays channels_last, and each of its uses as a convolution's input gets its own transpose, because
+        autograd adds the gradients of a tensor's uses in the order they come: r is used by the upsampling
+        (twice), the prediction's convolution and the next step's gates, and one shared view for two of them
+        would add those two first, another order of the same sum (other bits)."""
+        L = self.nb_layers
+        carried = [False] * L + [False] * L + [True] * L
+        if self.extrap_start_time is not None:
+            carried += [True, False]
+        return carried
+
+    def image_output_channels_first(self):
+        """Whether an image output (A, Ahat, E, the prediction) leaves the steps as a channels_first view when
+        they compute on them: all but R, which the LSTM makes channels_last."""
+        return self.output_layer_type != "R"
 
     # ------------------------------------------------------------------ shapes
     def output_shape_for(self, height, width):
@@ -586,7 +637,12 @@ class PredNet(keras.layers.RNN):
         # keras.layers.RNN has cast every state to the cell's compute_dtype (float32);
         # each state enters the loop in its own dtype (no cast under a float32 policy).
         initial_state = [_as_dtype(s, d) for s, d in zip(initial_state, self.cell.state_dtypes)]
-        return _keras_backend.rnn(
+        channels_first = weights is not None and weights["channels_first"]
+        carried = self.cell.carried_channels_first()
+        if channels_first:  # the convolutions take channels_first views (PredNetCell.weights_once)
+            sequences = _moved_channels(sequences, to_front=True)
+            initial_state = [_to_channels_first(s) if moved else s for s, moved in zip(initial_state, carried)]
+        last_output, outputs, states = _keras_backend.rnn(
             step,
             sequences,
             initial_state,
@@ -597,6 +653,11 @@ class PredNet(keras.layers.RNN):
             zero_output_for_mask=self.zero_output_for_mask,
             return_all_outputs=self.return_sequences,
         )
+        if channels_first:
+            if self.cell.image_output_channels_first():
+                last_output, outputs = _moved_channels(last_output), _moved_channels(outputs)
+            states = [_to_channels_last(s) if moved else s for s, moved in zip(states, carried)]
+        return last_output, outputs, states
 
     def get_initial_state(self, batch_size):
         # keras.layers.RNN's first tests whether the cell has the method (`if getattr(...)`), which
@@ -709,6 +770,28 @@ def _cell_property(name):
 for _name in _CELL_ATTRIBUTES:
     setattr(PredNet, _name, _cell_property(_name))
 del _name
+
+
+def _to_channels_first(x):
+    return ops.transpose(x, (0, 3, 1, 2))
+
+
+def _to_channels_last(x):
+    return ops.transpose(x, (0, 2, 3, 1))
+
+
+def _unchanged(x):
+    return x
+
+
+def _moved_channels(x, to_front=False):
+    """An image tensor (batch, [time,] H, W, C) as a (batch, [time,] C, H, W) view (`to_front`), or back; any
+    other output (the errors, "all"'s flattened prediction) as it is."""
+    rank = len(x.shape)
+    if rank < 4:
+        return x
+    lead = list(range(rank - 3))
+    return ops.transpose(x, lead + ([rank - 1, rank - 3, rank - 2] if to_front else [rank - 2, rank - 1, rank - 3]))
 
 
 def _shrink(size, l):

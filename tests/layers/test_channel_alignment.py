@@ -104,13 +104,18 @@ def test_every_convolution_is_padded_to_the_multiple(monkeypatch, frames):
                                                      np.ones((3, 3, 3, 5), "float32"), 8)
     assert tuple(x.shape) == (1, 4, 4, 8) and tuple(kernel.shape) == (3, 3, 8, 5)
     assert np.all(np.asarray(x)[..., 3:] == 0) and np.all(np.asarray(kernel)[:, :, 3:] == 0)
+    # The channels_first views eager torch's convolutions take (feature_maps): their channels are the second axis.
+    x, kernel = channel_alignment.pad_input_channels(np.ones((1, 3, 4, 4), "float32"),
+                                                     np.ones((3, 3, 3, 5), "float32"), 8, channels_first=True)
+    assert tuple(x.shape) == (1, 8, 4, 4) and tuple(kernel.shape) == (3, 3, 8, 5)
+    assert np.all(np.asarray(x)[:, 3:] == 0) and np.all(np.asarray(x)[:, :3] == 1)
     from prednet_keras.layers import lotter
 
     seen = []
 
-    def spy(x, kernel, multiple):
-        padded = channel_alignment.pad_input_channels(x, kernel, multiple)
-        seen.append((int(kernel.shape[2]), int(padded[0].shape[-1]), int(padded[1].shape[2])))
+    def spy(x, kernel, multiple, channels_first=False):
+        padded = channel_alignment.pad_input_channels(x, kernel, multiple, channels_first)
+        seen.append((int(kernel.shape[2]), int(padded[0].shape[1 if channels_first else -1]), int(padded[1].shape[2])))
         return padded
 
     monkeypatch.setattr(lotter, "pad_input_channels", spy)
