@@ -76,18 +76,14 @@ def main(argv=None):
     import torch
 
     import prednet_keras
+    from lotter_training import compiled_training_model  # scripts/lotter_training.py, beside this file
     from prednet_keras.models import LastBatchLoss
 
     if keras.backend.backend() != "torch":
         parser.error("set KERAS_BACKEND=torch")
     stack = tuple(int(v) for v in args.stack_sizes.split(","))
     height, width = (int(v) for v in args.size.split("x"))
-    layers = len(stack)
-    model = prednet_keras.build_training_model(
-        nt=args.nt, frame_shape=(height, width, 3), layer_loss_weights="L_0", stack_sizes=stack, R_stack_sizes=stack,
-        A_filt_sizes=(3,) * (layers - 1), Ahat_filt_sizes=(3,) * layers, R_filt_sizes=(3,) * layers, unroll=True)
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss="mean_absolute_error",
-                  metrics=[LastBatchLoss()], jit_compile="auto")
+    model = compiled_training_model(stack, args.nt, height, width, metrics=[LastBatchLoss()])
     frames = np.random.default_rng(0).random((args.batch_size, args.nt, height, width, 3), dtype=np.float32)
     zeros = np.zeros((args.batch_size, 1), np.float32)
 
