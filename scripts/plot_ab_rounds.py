@@ -40,8 +40,12 @@ def main(argv=None):
         if len(given) < 3:
             parser.error(f"--round {' '.join(given)}: a label, then the before and after files")
         label, before, after, *ports = given
-        port = statistics.mean(median_step_ms(path) for path in ports) if ports else float("nan")
-        rounds.append((label, median_step_ms(before), median_step_ms(after), port))
+        try:
+            port = statistics.mean(median_step_ms(path) for path in ports) if ports else float("nan")
+            rounds.append((label, median_step_ms(before), median_step_ms(after), port))
+        except (OSError, ValueError, KeyError) as error:  # not there, not JSON, or not a timing's JSON
+            parser.error(f"--round {label}: {error.__class__.__name__}: {error} (prednet-bench or port_bench.py "
+                         "JSON files expected)")
     import matplotlib
 
     matplotlib.use("Agg")
