@@ -124,7 +124,9 @@ class PredNetCell(keras.layers.Layer):
 
     The state is the list `r_0..r_{L-1}, c_0..c_{L-1}, e_0..e_{L-1}`, followed
     by the previous frame prediction and a step counter when
-    `extrap_start_time` is set, the same order as the original.
+    `extrap_start_time` is set, the same order as the original. What it takes
+    and gives is channels_last; within `PredNet`'s time loop on eager torch,
+    the states `carried_channels_first` names are channels_first views.
     """
 
     def __init__(
