@@ -37,10 +37,18 @@ def channel_multiple_from_environment():
 
 def pad_input_channels(x, kernel, multiple, channels_first=False):
     """(x, kernel) with x's channels (last axis; the second with `channels_first`) and the kernel's input rows
-    (its third axis) padded with zeros to a multiple of `multiple`; unchanged when they are one already."""
+    (its third axis) padded with zeros to a multiple of `multiple`; unchanged when they are one already.
+
+    The zeros are concatenated, not added by `ops.pad`: Keras' pad makes a new named `Pad` operation at every
+    call, and registering its name writes Keras' global table of names, which under torch.compile is a side
+    effect that broke the compiled step's graph and recompiled it at every step."""
     extra = -int(kernel.shape[2]) % multiple
     if not extra:
         return x, kernel
-    x = ops.pad(x, [(0, 0), (0, extra), (0, 0), (0, 0)] if channels_first else [(0, 0), (0, 0), (0, 0), (0, extra)])
-    kernel = ops.pad(kernel, [(0, 0), (0, 0), (0, extra), (0, 0)])
+    axis = 1 if channels_first else -1
+    one_channel = x[:, :1] if channels_first else x[..., :1]
+    repeats = (1, extra, 1, 1) if channels_first else (1, 1, 1, extra)
+    x = ops.concatenate([x, ops.tile(ops.zeros_like(one_channel), repeats)], axis=axis)
+    height, width, _, filters = (int(size) for size in kernel.shape)
+    kernel = ops.concatenate([kernel, ops.zeros((height, width, extra, filters), dtype=kernel.dtype)], axis=2)
     return x, kernel

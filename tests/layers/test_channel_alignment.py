@@ -124,3 +124,18 @@ def test_every_convolution_is_padded_to_the_multiple(monkeypatch, frames):
     # a step once more to learn its shapes).
     assert sorted(set(seen)) == [(3, 8, 8), (6, 8, 8), (15, 16, 16), (16, 16, 16)]
     assert len(seen) >= 5 * NT and len(seen) % 5 == 0
+
+
+def test_padding_makes_no_keras_operation():
+    """Keras' ops.pad made a named `Pad` operation at every call; registering its name wrote Keras' table of names,
+    a side effect that broke torch.compile's graph and recompiled the step at every step. The zeros are
+    concatenated now: the table is as it was."""
+    from keras.src.backend.common import global_state
+
+    names = global_state.get_global_attribute("object_name_uids")
+    before = dict(names) if names is not None else {}
+    channel_alignment.pad_input_channels(np.ones((2, 4, 4, 3), "float32"), np.ones((3, 3, 3, 5), "float32"), 8)
+    channel_alignment.pad_input_channels(np.ones((2, 3, 4, 4), "float32"), np.ones((3, 3, 3, 5), "float32"), 8,
+                                         channels_first=True)
+    names = global_state.get_global_attribute("object_name_uids")
+    assert (dict(names) if names is not None else {}) == before
