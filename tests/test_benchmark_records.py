@@ -670,3 +670,20 @@ def test_the_h100_carried_views_figures_are_the_records():
               for c, f in rounds]
     assert f"{min(ratios):.2f}x-{max(ratios):.2f}x" in text
     assert f"{min(ratios):.2f}x-{max(ratios):.2f}x the port in five rounds" in " ".join((ROOT / "README.md").read_text().split())
+
+
+def test_the_h100_compiled_call_of_the_carried_views_record():
+    call = ROOT / "docs" / "benchmarks" / "h100-channels-first-2026-12-07" / "call-3"
+    readme = " ".join((call.parent / "README.md").read_text().split())
+    text = " ".join(BENCHMARKS.read_text().split())
+    port = [_fps(call / f"port-b16-r{r}.json") for r in (1, 2)]
+    document = json.loads((call / "torch-compiled-float32-b16.json").read_text())
+    train = document["results"][0]["train"]
+    fps, first = train["fps"], train["warmup_seconds"][0]
+    assert train["torch_inductor_cache"]["hits"] == 0
+    figures = f"{fps:,.0f} frames/s, {fps / statistics.mean(port):.2f}x the port"
+    assert figures in readme and figures in text
+    assert f"({port[0]:,.0f} / {port[1]:,.0f} frames/s in its two rounds)" in readme
+    assert f"{first:.1f} s with the empty cache" in readme and f"{first:.1f} s with an empty Inductor cache" in text
+    tree = (call / "logs" / "tree.txt").read_text().split()[-1]
+    assert tree.startswith("4f8ab28")
