@@ -18,7 +18,22 @@ from keras import ops
 
 from prednet_keras.layers import device_constants
 
-__all__ = ["concatenated_kernel", "convolve_same", "maxpool2x2", "rectified_halves", "upsample2x"]
+__all__ = ["concatenated_kernel", "convolve_same", "maxpool2x2", "rectified_halves", "to_channels_first",
+           "to_channels_last", "upsample2x"]
+
+# The permutations by rank: (batch, [time,] H, W, C) <-> (batch, [time,] C, H, W).
+_TO_FIRST = {4: (0, 3, 1, 2), 5: (0, 1, 4, 2, 3)}
+_TO_LAST = {4: (0, 2, 3, 1), 5: (0, 1, 3, 4, 2)}
+
+
+def to_channels_first(x):
+    """A (batch, [time,] H, W, C) tensor as a (batch, [time,] C, H, W) view of the same memory (on torch)."""
+    return ops.transpose(x, _TO_FIRST[len(x.shape)])
+
+
+def to_channels_last(x):
+    """The view `to_channels_first` made, back: (batch, [time,] C, H, W) as (batch, [time,] H, W, C)."""
+    return ops.transpose(x, _TO_LAST[len(x.shape)])
 
 
 def convolve_same(x, kernel, channels_first=False):
@@ -100,5 +115,4 @@ def _through_channels_first(operation, x, *args, **kwargs):
     channels_last memory: torch runs the same kernel on the same memory without copying the input (the kernel's
     layout is converted inside torch's convolution instead), and its output, transposed back, is the
     channels_last tensor Keras would give."""
-    y = operation(ops.transpose(x, (0, 3, 1, 2)), *args, data_format="channels_first", **kwargs)
-    return ops.transpose(y, (0, 2, 3, 1))
+    return to_channels_last(operation(to_channels_first(x), *args, data_format="channels_first", **kwargs))

@@ -92,6 +92,8 @@ from prednet_keras.layers.feature_maps import (
     convolve_same,
     maxpool2x2,
     rectified_halves,
+    to_channels_first,
+    to_channels_last,
     upsample2x,
 )
 from prednet_keras.layers.lotter_args import (
@@ -301,7 +303,7 @@ class PredNetCell(keras.layers.Layer):
         `carried_channels_first` names (PredNet.inner_loop makes and undoes them once per sequence)."""
         L = self.nb_layers
         channels_first = weights is not None and weights["channels_first"]
-        to_maps = _to_channels_first if channels_first else _unchanged
+        to_maps = to_channels_first if channels_first else (lambda x: x)
         r_tm1 = states[:L]
         c_tm1 = states[L : 2 * L]
         e_tm1 = states[2 * L : 3 * L]
@@ -353,7 +355,7 @@ class PredNetCell(keras.layers.Layer):
                 if self.output_mode == "error":
                     output = errors
                 else:  # "all"
-                    image = _to_channels_last(frame_prediction) if channels_first else frame_prediction
+                    image = to_channels_last(frame_prediction) if channels_first else frame_prediction
                     flat = ops.reshape(image, (ops.shape(image)[0], -1))  # height, width, channels
                     output = ops.concatenate([self._exact(flat), errors], axis=-1)
 
@@ -398,7 +400,7 @@ class PredNetCell(keras.layers.Layer):
         else:
             kernel, bias = weights["gates"][l]
             y = self._convolve(x, kernel, weights["channels_first"])
-            z = self._add_bias(_to_channels_last(y) if weights["channels_first"] else y, bias)
+            z = self._add_bias(to_channels_last(y) if weights["channels_first"] else y, bias)
         if device_constants.eager_torch():
             i, f, _, o = ops.split(self._gate_act(z), 4, axis=-1)
             size = self.R_stack_sizes[l]
@@ -642,8 +644,8 @@ class PredNet(keras.layers.RNN):
         channels_first = weights is not None and weights["channels_first"]
         carried = self.cell.carried_channels_first()
         if channels_first:  # the convolutions take channels_first views (PredNetCell.weights_once)
-            sequences = _moved_channels(sequences, to_front=True)
-            initial_state = [_to_channels_first(s) if moved else s for s, moved in zip(initial_state, carried)]
+            sequences = to_channels_first(sequences)
+            initial_state = [to_channels_first(s) if moved else s for s, moved in zip(initial_state, carried)]
         last_output, outputs, states = _keras_backend.rnn(
             step,
             sequences,
@@ -656,9 +658,9 @@ class PredNet(keras.layers.RNN):
             return_all_outputs=self.return_sequences,
         )
         if channels_first:
-            if self.cell.image_output_channels_first():
-                last_output, outputs = _moved_channels(last_output), _moved_channels(outputs)
-            states = [_to_channels_last(s) if moved else s for s, moved in zip(states, carried)]
+            if self.cell.image_output_channels_first() and len(last_output.shape) == 4:  # not the errors
+                last_output, outputs = to_channels_last(last_output), to_channels_last(outputs)
+            states = [to_channels_last(s) if moved else s for s, moved in zip(states, carried)]
         return last_output, outputs, states
 
     def get_initial_state(self, batch_size):
@@ -772,28 +774,6 @@ def _cell_property(name):
 for _name in _CELL_ATTRIBUTES:
     setattr(PredNet, _name, _cell_property(_name))
 del _name
-
-
-def _to_channels_first(x):
-    return ops.transpose(x, (0, 3, 1, 2))
-
-
-def _to_channels_last(x):
-    return ops.transpose(x, (0, 2, 3, 1))
-
-
-def _unchanged(x):
-    return x
-
-
-def _moved_channels(x, to_front=False):
-    """An image tensor (batch, [time,] H, W, C) as a (batch, [time,] C, H, W) view (`to_front`), or back; any
-    other output (the errors, "all"'s flattened prediction) as it is."""
-    rank = len(x.shape)
-    if rank < 4:
-        return x
-    lead = list(range(rank - 3))
-    return ops.transpose(x, lead + ([rank - 1, rank - 3, rank - 2] if to_front else [rank - 2, rank - 1, rank - 3]))
 
 
 def _shrink(size, l):
