@@ -91,33 +91,14 @@ def main(argv=None):
     if args.cudnn_benchmark and not on_gpu:
         sys.exit("port_bench: --cudnn-benchmark needs --device gpu (a CPU run has no cuDNN algorithms to time)")
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
-    if not on_gpu:
-        torch.Tensor.cuda = lambda self, *args, **kwargs: self
-        torch.cuda.FloatTensor = torch.FloatTensor
-    sys.path.insert(0, os.path.abspath(args.port_dir))
-    from prednet import PredNet  # noqa: E402  (the port's module, found through --port-dir)
-
-    torch.manual_seed(args.seed)
     channels = tuple(int(c) for c in args.stack_sizes.split(","))
-    model = PredNet(channels, channels, output_mode="error")
-    if on_gpu:
-        model.cuda()
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
     nt = args.nt
-    time_weights = torch.full((nt, 1), 1.0 / (nt - 1))
-    time_weights[0] = 0
-    layer_weights = torch.tensor([[1.0]] + [[0.0]] * (len(channels) - 1))
-    if on_gpu:
-        time_weights, layer_weights = time_weights.cuda(), layer_weights.cuda()
+    model, optimizer, port_loss = port_training(args.port_dir, channels, nt, on_gpu, args.seed)
     generator = torch.Generator().manual_seed(args.seed)
     frames = torch.rand(args.batch_size, nt, 3, height, width, generator=generator)
 
     def step():
-        errors = model(frames.cuda())  # a copy from host memory per step on a GPU, as in kitti_train.py
-        batch = errors.size(0)
-        errors = torch.mm(errors.view(-1, nt), time_weights)
-        errors = torch.mm(errors.view(batch, -1), layer_weights)
-        loss = torch.mean(errors)
+        loss = port_loss(frames.cuda())  # a copy from host memory per step on a GPU, as in kitti_train.py
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -156,6 +137,39 @@ def main(argv=None):
     with open(args.json, "x") as handle:
         json.dump(result, handle, indent=1)
     print(f"port: {result['fps']:.2f} frames/s (median step {result['step_ms_median']:.0f} ms)")
+
+
+def port_training(port_dir, channels, nt, on_gpu, seed):
+    """The port's model (A and R channels alike), its Adam at lr 0.001 and its loss of a frame batch, as its
+    kitti_train.py sets them up: the errors weighted over time (first frame 0, the rest 1/(nt-1)) and over layers
+    (1, 0, ...), their mean. Off the GPU, `Tensor.cuda` is made to return the tensor itself first, so that the
+    port's own `.cuda()` calls run unchanged on a CPU."""
+    import torch
+
+    if not on_gpu:
+        torch.Tensor.cuda = lambda self, *args, **kwargs: self
+        torch.cuda.FloatTensor = torch.FloatTensor
+    sys.path.insert(0, os.path.abspath(port_dir))
+    from prednet import PredNet  # noqa: E402  (the port's module, found through --port-dir)
+
+    torch.manual_seed(seed)
+    model = PredNet(channels, channels, output_mode="error")
+    if on_gpu:
+        model.cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
+    time_weights = torch.full((nt, 1), 1.0 / (nt - 1))
+    time_weights[0] = 0
+    layer_weights = torch.tensor([[1.0]] + [[0.0]] * (len(channels) - 1))
+    if on_gpu:
+        time_weights, layer_weights = time_weights.cuda(), layer_weights.cuda()
+
+    def loss(frames):
+        errors = model(frames)
+        batch = errors.size(0)
+        errors = torch.mm(errors.view(-1, nt), time_weights)
+        return torch.mean(torch.mm(errors.view(batch, -1), layer_weights))
+
+    return model, optimizer, loss
 
 
 PROFILED_STEPS = 5

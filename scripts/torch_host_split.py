@@ -42,24 +42,14 @@ def timed(function, steps):
 def port_functions(args, stack, height, width):
     import torch
 
-    torch.Tensor.cuda = lambda self, *a, **k: self
-    torch.cuda.FloatTensor = torch.FloatTensor
-    sys.path.insert(0, os.path.abspath(args.port_dir))
-    from prednet import PredNet  # noqa: E402  (the port's module, found through --port-dir)
+    from port_bench import port_training  # scripts/port_bench.py, beside this file
 
-    torch.manual_seed(args.seed)
-    model = PredNet(stack, stack, output_mode="error")
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
-    time_weights = torch.full((args.nt, 1), 1.0 / (args.nt - 1))
-    time_weights[0] = 0
-    layer_weights = torch.tensor([[1.0]] + [[0.0]] * (len(stack) - 1))
+    _, optimizer, loss = port_training(args.port_dir, stack, args.nt, False, args.seed)
     frames = torch.rand(args.batch_size, args.nt, stack[0], height, width,
                         generator=torch.Generator().manual_seed(args.seed))
 
     def forward():
-        errors = model(frames)
-        errors = torch.mm(errors.view(-1, args.nt), time_weights)
-        return torch.mean(torch.mm(errors.view(args.batch_size, -1), layer_weights))
+        return loss(frames)
 
     def forward_backward():
         loss = forward()
