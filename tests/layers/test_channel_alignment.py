@@ -38,10 +38,12 @@ def frames():
 def test_padded_convolutions_compute_the_same_errors_and_predictions(monkeypatch, frames):
     plain, padded = training_model(monkeypatch, None), training_model(monkeypatch, 8)
     padded.set_weights(plain.get_weights())
-    np.testing.assert_allclose(padded(frames), plain(frames), rtol=1e-5, atol=1e-7)
+    # predict: NumPy out on every backend (a torch model's call gives a tensor that requires grad).
+    np.testing.assert_allclose(padded.predict(frames, verbose=0), plain.predict(frames, verbose=0),
+                               rtol=1e-5, atol=1e-7)
     predicted = [prednet_keras.build_prediction_model(m, nt=NT) for m in (plain, padded)]
     predicted[1].layers[-1].cell.channel_multiple = 8
-    first, second = (np.asarray(p(frames)) for p in predicted)
+    first, second = (p.predict(frames, verbose=0) for p in predicted)
     assert first.std() > 0
     np.testing.assert_allclose(second, first, rtol=1e-5, atol=1e-6)
 
@@ -120,10 +122,11 @@ def test_every_convolution_is_padded_to_the_multiple(monkeypatch, frames):
 
     monkeypatch.setattr(lotter, "pad_input_channels", spy)
     training_model(monkeypatch, 8)(frames)
-    # Every time step's gates (15 and 16 channels), Ahat (3, 6) and A (6) convolutions (a backend may trace
-    # a step once more to learn its shapes).
+    # The gates (15 and 16 channels), Ahat (3, 6) and A (6) convolutions of every step the backend ran or traced:
+    # the NT steps where they run one by one, one step where JAX traces its scan once; a backend may trace a step
+    # once more to learn its shapes.
     assert sorted(set(seen)) == [(3, 8, 8), (6, 8, 8), (15, 16, 16), (16, 16, 16)]
-    assert len(seen) >= 5 * NT and len(seen) % 5 == 0
+    assert len(seen) >= 5 and len(seen) % 5 == 0
 
 
 def test_padding_makes_no_keras_operation():
