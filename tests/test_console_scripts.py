@@ -247,7 +247,7 @@ def test_prednet_train_parent_never_imports_a_framework(tmp_path):
     )
 
 
-def test_prednet_study_parent_never_imports_a_framework(tmp_path):
+def test_prednet_study_parent_never_imports_a_framework(tmp_path, monkeypatch):
     """The study process plans, makes the seeds' starting points in a child and starts the training processes:
     it needs no framework of its own (the starting points' backend is found without importing Keras)."""
     output = run_probe(
@@ -266,6 +266,7 @@ def test_prednet_study_parent_never_imports_a_framework(tmp_path):
     )
     from prednet_keras import _backend_choice
 
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)  # the probe ran as a user runs it (user_environment)
     assert f"BACKEND {_backend_choice.default_backend()}" in output
 
 

@@ -13,8 +13,8 @@ from prednet_keras.models.autoencoder import (
     reconstruction_grid,
 )
 from prednet_keras.data import load_mnist
-from prednet_keras.models.autoencoder_protocol import autoencoder_order, train_autoencoder
-from prednet_keras.models.protocols import AutoencoderProtocol
+from prednet_keras.models.autoencoder_protocol import TORCH_CPU_BATCH_1_BUG, autoencoder_order, train_autoencoder
+from prednet_keras.models.protocols import AutoencoderProtocol, BackendCannotTrainThis
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,12 @@ def test_image_order_is_seeded_and_chains_passes():
 def test_short_training_beats_the_mean_image(mnist, kind, images, ratio, tmp_path):
     protocol = AutoencoderProtocol("short", images=images, metric_images=200, eval_images=1000)
     seen = []
-    result = train_autoencoder(kind, protocol=protocol, mnist=mnist, seed=0, on_update=seen.append)
+    try:
+        result = train_autoencoder(kind, protocol=protocol, mnist=mnist, seed=0, on_update=seen.append)
+    except BackendCannotTrainThis as refusal:
+        if TORCH_CPU_BATCH_1_BUG not in str(refusal):
+            raise
+        pytest.skip(f"refused as documented: {refusal}")  # KERAS_BACKEND=torch on a CPU
     summary = result.summary
     assert len(result.records) == images == summary["updates"] and seen == result.records
     assert [r["image"] for r in result.records] == autoencoder_order(60000, images, 0).tolist()

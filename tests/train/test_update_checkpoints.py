@@ -13,10 +13,12 @@ import importlib.util
 import hashlib
 import json
 
+import keras
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from prednet_keras import backends
 from prednet_keras.cli.train import main as train_main
 from prednet_keras.session import protocol_training, worker
 from prednet_keras.session.folder import RunFolder
@@ -210,6 +212,9 @@ def test_a_stopped_user_model_run_resumes_bit_identical_to_an_uninterrupted_one(
     # Stopped inside the first epoch (3 of the dropout model's 5 updates per epoch), at the end of it (5), or
     # inside the second (6 of the CNN's 4 per epoch): the continuation makes the same batches with the same
     # dropout masks, so history.csv (seconds aside), the result and the final weights are the uninterrupted run's.
+    if case == "dropout" and backends.named(keras.backend.backend()).random_layers_draw_globally:
+        # KERAS_BACKEND=torch: such a run has no checkpoints, and says so (the test after the next).
+        pytest.skip("an unseeded Dropout draws from the framework's global generator: no checkpoints")
     model_file = tmp_path / f"{case}_model.py"
     model_file.write_text(DROPOUT_MODEL if case == "dropout" else MNIST_CNN_MODEL)
     args = ["--model", f"{model_file}:tiny"]
