@@ -274,8 +274,12 @@ class ChainerWindowModel(keras.Model):
         # A plain RNN around the same cell: the window needs the final states,
         # the saved model does not (it keeps the ChainerPredNet wrapper). Eager
         # torch steps through the window itself (`_time_loop`).
+        # A masked step's output is zeros (their loss is multiplied by `valid`, so the value is not used): Keras'
+        # JAX loop would otherwise take the first state for the output before it, which has the R channels of
+        # layer 0, not the frame's (a window with R_stack_sizes[0] != stack_sizes[0] failed to trace on JAX).
+        # Only a first window has masked steps, in front, where the output before them is zeros on every backend.
         self.rnn = keras.layers.RNN(cell, return_sequences=True, return_state=True, unroll=bool(unroll),
-                                    name="window_rnn")
+                                    zero_output_for_mask=True, name="window_rnn")
         self.bprop = int(bprop)
         # Built here, where eager torch never calls it: a model with an unbuilt layer has Keras trace its whole
         # call symbolically at every call, looking for the state to build.
@@ -335,13 +339,12 @@ class ChainerWindowModel(keras.Model):
         values, written out for eager torch, where every operation is dispatched from Python: Keras' rolled
         form runs the cell once more, on the first frame, to learn the output's shape, and its masked form
         passes the outputs and states through its tree functions at every step. A masked step (the padding in
-        front of a first window) keeps the state it had and the output before it (zeros at the first step).
+        front of a first window) keeps the state it had and outputs zeros.
 
         Not for torch.compile, which traces a Python loop whole: with the window's 20 steps in one graph, the
         first update at 64x80 was still compiling after 7.5 minutes on 2 CPU cores (Keras' rolled loop: 2.6
         minutes, TorchDynamo reusing one step's graph at every step)."""
         outputs = []
-        output = None
         weights = self.cell.weights_once()
         # Only a first window has masked steps. The mask is read on the host once per window (eager torch's
         # train_on_batch waits for every update's loss anyway), and a step that is real in the whole batch takes
@@ -354,7 +357,7 @@ class ChainerWindowModel(keras.Model):
                 output, states = new_output, list(new_states)
             else:
                 keep = ops.reshape(mask[:, t], (-1, 1, 1, 1))
-                output = ops.where(keep, new_output, ops.zeros_like(new_output) if output is None else output)
+                output = ops.where(keep, new_output, ops.zeros_like(new_output))
                 states = [ops.where(keep, new, old) for new, old in zip(new_states, states)]
             outputs.append(output)
         return ops.stack(outputs, axis=1), states
