@@ -687,3 +687,28 @@ def test_the_h100_compiled_call_of_the_carried_views_record():
     assert f"{first:.1f} s with the empty cache" in readme and f"{first:.1f} s with an empty Inductor cache" in text
     tree = (call / "logs" / "tree.txt").read_text().split()[-1]
     assert tree.startswith("4f8ab28")
+
+
+def test_the_nested_region_figures_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-nested-region-2026-12-07"
+    readme = " ".join((record / "README.md").read_text().split())
+    text = " ".join(BENCHMARKS.read_text().split())
+    probe = {name: json.loads((record / f"probe-{name}.json").read_text())
+             for name in ("base-first", "base-later", "nested-first", "nested-later")}
+    assert all(document["graph_breaks"] == 0 and document["torch"] == "2.13.0+cpu" for document in probe.values())
+    first = {name: f"{document['first_call_seconds']:.1f} s" for name, document in probe.items()}
+    tracing = {name: f"{document['phases']['bytecode_tracing']['seconds']:.1f} s" for name, document in probe.items()}
+    assert f"| first step, empty cache | {first['base-first']} | {first['nested-first']} |" in readme
+    assert (f"| first step, a later process (every graph from the cache) | {first['base-later']} | "
+            f"{first['nested-later']} |") in readme
+    assert f"| {tracing['base-later']} | {tracing['nested-later']} |" in readme
+    later = f"first step {first['base-later']} -> {first['nested-later']}"
+    assert later.replace(" s ->", " ->") in text
+    assert f"tracing {tracing['base-later'][:-2]} -> {tracing['nested-later']}" in text
+    assert f"{first['base-first']} and {first['nested-first']}" in text
+    plain = [json.loads((record / f"bench-plain-{r}.json").read_text())["results"][0]["train"]["fps"] for r in (1, 2)]
+    assert f"{plain[0]:.1f} and {plain[1]:.1f} frames/s" in readme and f"{plain[0]:.1f} and {plain[1]:.1f} frames/s" in text
+    crash = (record / "crash.txt").read_text()
+    assert "free(): invalid next size" in crash and "corrupted double-linked list" in crash
+    assert crash.count("failed (exit -6)") == 2
+    assert "nested_compile_region" in (record / "nested-region.patch").read_text()
