@@ -62,6 +62,10 @@ class Backend:
             the model's variables on a GPU) or "never".
         copies_rnn_states: a stateful RNN's states are copied before each step (in-place updates of its state
             variables would break its autograd).
+        rolled_loop_masks_image_states: Keras' rolled time loop (unroll=False) can take a mask for an RNN whose
+            states are feature maps and whose output is not its first state. JAX's cannot: it takes the first
+            state for the previous output and broadcasts a (batch, 1) mask against the states' last axes, so a
+            masked PredNet unrolls its time loop there, where Keras' loop masks every state as Keras 2 did.
         keep_step_output: (value) -> value: a step's output that outlives the next step (StepLosses reads a
             loss late): a copy where the next step may overwrite it; None where it cannot
             (session.callbacks).
@@ -110,6 +114,7 @@ class Backend:
     data_parallel: bool = False
     asynchronous_steps: str = "never"
     copies_rnn_states: bool = False
+    rolled_loop_masks_image_states: bool = True
     xla_gpu_log_noise: bool = False
     devices_started: object = None
     reset_device_peak: object = None
@@ -181,6 +186,7 @@ JAX = Backend(
     threads_by_affinity=True,
     compilation_cache=True,
     data_parallel=True,
+    rolled_loop_masks_image_states=False,
     asynchronous_steps="always",
     xla_gpu_log_noise=True,
     environment=_at("runtime.environment", "jax_environment"),

@@ -109,10 +109,11 @@ from prednet_keras.layers.lotter_args import (
 __all__ = ["PredNet", "PredNetCell", "keras2_hard_sigmoid"]
 
 _PACKAGE = "prednet_keras"
-# Whether a stateful layer copies its states before each step: fixed when Keras starts, and read as a
-# constant inside the step (torch.compile traces it).
+# Whether a stateful layer copies its states before each step, and whether Keras' rolled loop can take a mask:
+# fixed when Keras starts, and read as constants inside the step (torch.compile traces it).
 _BACKEND = backends.find(keras.backend.backend())
 _COPIES_RNN_STATES = _BACKEND is not None and _BACKEND.copies_rnn_states
+_ROLLED_LOOP_MASKS = _BACKEND is None or _BACKEND.rolled_loop_masks_image_states
 # Conv types in the order the original creates (and sorts) its weights.
 CONV_TYPES = ("a", "ahat", "c", "f", "i", "o")
 
@@ -652,7 +653,8 @@ class PredNet(keras.layers.RNN):
             initial_state,
             go_backwards=self.go_backwards,
             mask=mask,
-            unroll=self.unroll,
+            # A mask the backend's rolled loop cannot apply to these states unrolls the loop (backends.py).
+            unroll=self.unroll or (mask is not None and not _ROLLED_LOOP_MASKS),
             input_length=sequences.shape[1],
             zero_output_for_mask=self.zero_output_for_mask,
             return_all_outputs=self.return_sequences,
