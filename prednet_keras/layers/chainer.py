@@ -44,6 +44,7 @@ import math
 import keras
 import numpy as np
 from keras import ops
+from keras.src import backend as _keras_backend
 
 from prednet_keras.layers import device_constants
 from prednet_keras.layers.device_constants import scalar
@@ -54,7 +55,7 @@ from prednet_keras.layers.feature_maps import (
     rectified_halves,
     upsample2x,
 )
-from prednet_keras.layers.lotter import check_frame_size
+from prednet_keras.layers.lotter import check_frame_size, loop_unrolled
 
 __all__ = [
     "ChainerPredNet",
@@ -486,6 +487,23 @@ class ChainerPredNet(keras.layers.RNN):
         # deep inside a broadcast, so say what is wrong here.
         check_same_frame_size(self.cell.frame_size, tuple(sequences.shape[2:4]))
         return super().call(sequences, initial_state=initial_state, mask=mask, training=training)
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        if loop_unrolled(self.unroll, mask) == bool(self.unroll):
+            return super().inner_loop(sequences, initial_state, mask, training=training)
+        # A mask Keras' rolled loop cannot apply here (JAX's took the first state, h of layer 0, for the output
+        # before a masked step): Keras' loop unrolled, whose masking keeps that output and every state.
+        return _keras_backend.rnn(
+            lambda inputs, states: self.cell(inputs, states, training=training),
+            sequences,
+            list(initial_state),
+            go_backwards=self.go_backwards,
+            mask=mask,
+            unroll=True,
+            input_length=sequences.shape[1],
+            zero_output_for_mask=self.zero_output_for_mask,
+            return_all_outputs=self.return_sequences,
+        )
 
     def compute_output_shape(self, sequences_shape, initial_state_shape=None):
         batch, steps = sequences_shape[0], sequences_shape[1]

@@ -653,8 +653,7 @@ class PredNet(keras.layers.RNN):
             initial_state,
             go_backwards=self.go_backwards,
             mask=mask,
-            # A mask the backend's rolled loop cannot apply to these states unrolls the loop (backends.py).
-            unroll=self.unroll or (mask is not None and not _ROLLED_LOOP_MASKS),
+            unroll=loop_unrolled(self.unroll, mask),
             input_length=sequences.shape[1],
             zero_output_for_mask=self.zero_output_for_mask,
             return_all_outputs=self.return_sequences,
@@ -766,6 +765,12 @@ _CELL_ATTRIBUTES = frozenset(
         "output_layer_num",
     ]
 )
+
+
+def loop_unrolled(unroll, mask):
+    """Whether a PredNet's time loop runs unrolled: as `unroll` asks, and also where a mask is given that the
+    backend's rolled loop cannot apply to feature-map states (backends.py, rolled_loop_masks_image_states)."""
+    return bool(unroll) or (mask is not None and not _ROLLED_LOOP_MASKS)
 
 
 def _cell_property(name):

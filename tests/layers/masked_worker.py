@@ -1,5 +1,5 @@
-"""Run with KERAS_BACKEND set (or imported): PredNet given a mask, as Keras 2's masked RNN runs: a masked step
-keeps the output before it and the states. Writes, per output mode and rolled or unrolled loop, the largest
+"""Run with KERAS_BACKEND set (or imported): PredNet and the Chainer PredNet given a mask, as Keras 2's masked RNN
+runs them: a masked step keeps the output before it and the states. Writes, per output mode and rolled or unrolled loop, the largest
 differences from what the mask means, as JSON."""
 
 import json
@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-MODES = ("prediction", "error", "R1")
+MODES = ("prediction", "error", "R1", "chainer")  # Lotter's output modes; the Chainer PredNet
 
 
 def numpy(tensors):
@@ -17,6 +17,7 @@ def numpy(tensors):
 
 
 def masked_differences():
+    from prednet_keras.layers.chainer import ChainerPredNet
     from prednet_keras.layers.lotter import PredNet
 
     frames = np.random.default_rng(0).random((2, 3, 8, 8, 3)).astype("float32")
@@ -24,9 +25,13 @@ def masked_differences():
     found = {}
     for mode in MODES:
         for unroll in (False, True):
-            layer = PredNet(stack_sizes=(3, 4), R_stack_sizes=(5, 6), A_filt_sizes=(3,), Ahat_filt_sizes=(3, 3),
-                            R_filt_sizes=(3, 3), output_mode=mode, return_sequences=True, return_state=True,
-                            unroll=unroll)
+            if mode == "chainer":
+                layer = ChainerPredNet(stack_sizes=(3, 4), R_stack_sizes=(5, 6), frame_size=(8, 8),
+                                       return_sequences=True, return_state=True, unroll=unroll)
+            else:
+                layer = PredNet(stack_sizes=(3, 4), R_stack_sizes=(5, 6), A_filt_sizes=(3,), Ahat_filt_sizes=(3, 3),
+                                R_filt_sizes=(3, 3), output_mode=mode, return_sequences=True, return_state=True,
+                                unroll=unroll)
             masked, *masked_states = numpy(layer(frames, mask=keep))
             # Sequence 0 without its masked step: its outputs are those of frames 0 and 2 alone.
             skipped, *skipped_states = numpy(layer(frames[:1, ::2]))

@@ -1,6 +1,6 @@
-"""PredNet given a mask on every installed backend, rolled and unrolled, as Keras 2's masked RNN: a masked step
+"""PredNet and the Chainer PredNet given a mask on every installed backend, rolled and unrolled, as Keras 2's masked RNN: a masked step
 keeps the output before it and every state, so what follows is what the sequence gives without that step. JAX's
-rolled loop could not mask PredNet's states (backends.py, rolled_loop_masks_image_states)."""
+rolled loop could not mask their states (backends.py, rolled_loop_masks_image_states)."""
 
 import importlib.util
 import json
@@ -23,7 +23,7 @@ def assert_masked_as_keras2(found):
         assert differences["held_output"] == 0.0, name  # the output before it, as it was
         assert differences["after_held"] <= 1e-6 and differences["states"] <= 1e-6, (name, differences)
         assert differences["unmasked_sequence"] <= 1e-6, (name, differences)
-    assert found["error-rolled"]["first_output"] > 0 and found["error-unrolled"]["first_output"] > 0
+    assert all(found[f"{mode}-{loop}"]["first_output"] > 0 for mode in ("error", "chainer") for loop in ("rolled", "unrolled"))
 
 
 def test_a_masked_step_keeps_the_output_and_states_here():
