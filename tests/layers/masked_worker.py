@@ -1,6 +1,6 @@
 """Run with KERAS_BACKEND set (or imported): PredNet and the Chainer PredNet given a mask, as Keras 2's masked RNN
-runs them: a masked step keeps the output before it and the states. Writes, per output mode and rolled or unrolled loop, the largest
-differences from what the mask means, as JSON."""
+runs them: a masked step keeps the output before it and the states. Writes, per output mode and rolled or unrolled
+loop, the largest differences from what the mask means, as JSON."""
 
 import json
 import sys
