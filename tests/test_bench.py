@@ -5,7 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from prednet_keras import bench
+from prednet_keras import backends, bench
+from prednet_keras._backend_choice import default_backend
 from prednet_keras.bench import measure, report
 from prednet_keras.cli.bench import main as bench_main
 
@@ -54,7 +55,7 @@ def test_tiny_prednet_json_table_and_overwrite(tmp_path):
     for column in ("model", "backend", "device", "batch", "size", "train", "infer", "median/p90", "peak"):
         assert column in header
     row = lines[2].split()
-    assert row[:6] == ["prednet", "tensorflow", "cpu", "4", "16x16", "3"]
+    assert row[:6] == ["prednet", default_backend(), "cpu", "4", "16x16", "3"]
     assert "synthetic" in result.stdout
     assert plot.stat().st_size > 0
 
@@ -64,12 +65,12 @@ def test_tiny_prednet_json_table_and_overwrite(tmp_path):
     assert document["command"][0] == "prednet-bench"
     (entry,) = document["results"]
     assert entry["config"]["stack_sizes"] == [3, 4, 8] and entry["config"]["size"] == [16, 16]
-    assert entry["runtime"]["effective"]["backend"] == "tensorflow"
+    assert entry["runtime"]["effective"]["backend"] == default_backend()
     assert entry["runtime"]["effective"]["threads"] == 2
     fingerprint = entry["fingerprint"]
     for key in ("os", "cpu", "python", "packages", "environment"):
         assert key in fingerprint
-    assert "tensorflow" in fingerprint["imported_frameworks"]
+    assert backends.named(default_backend()).package in fingerprint["imported_frameworks"]
     _check_phase(entry["train"], frames_per_step=4 * 3)
     _check_phase(entry["infer"], frames_per_step=4 * 3)
     # Training is timed as prednet-train runs it: model.fit, the time loop unrolled.
@@ -84,7 +85,7 @@ def test_tiny_prednet_in_mixed_bfloat16(tmp_path):
     result = _invoke(TINY + ["--mode", "train", "--precision", "mixed_bfloat16", "--json", out, "--quiet"])
     assert result.exit_code == 0, result.output
     row = result.stdout.splitlines()[2]
-    assert row.split()[:3] == ["prednet", "tensorflow", "mixed_bfloat16"]
+    assert row.split()[:3] == ["prednet", default_backend(), "mixed_bfloat16"]
     (entry,) = json.loads(out.read_text())["results"]
     assert entry["runtime"]["requested"]["precision"] == "mixed_bfloat16"
     assert entry["runtime"]["effective"]["precision"] == "mixed_bfloat16"

@@ -105,10 +105,11 @@ def test_the_packages_of_the_foundation_and_the_models_face_leave_every_framewor
 
 
 @pytest.mark.slow  # a fresh process or a training: the full suite, not the fast loop
-def test_prednet_env_reports_the_default_backend(tmp_path):
+def test_prednet_env_reports_the_default_backend(tmp_path, monkeypatch):
     from prednet_keras import _backend_choice
 
     result = run_script("prednet-env", "--json", cwd=tmp_path)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)  # the script ran as a user runs it (user_environment)
     assert_clean(result)
     report = json.loads(result.stdout)
     assert report["requested"]["backend"] == report["effective"]["backend"] == _backend_choice.default_backend()
