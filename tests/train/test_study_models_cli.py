@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from prednet_keras.models import chainer_protocol
+from prednet_keras.models.autoencoder_protocol import TORCH_CPU_BATCH_1_BUG
 from prednet_keras.cli.eval import main as eval_main
 from prednet_keras.cli.train import main as train_main
 from prednet_keras.models.starting_point import read_initial_weights
@@ -159,6 +160,8 @@ def test_repeat_audits_determinism(tmp_path):
     out = tmp_path / "audit"
     result = train(["--model", "autoencoder", "--protocol", "quick", "--images", "20", "--deterministic",
                     "--repeat", "2", "--quiet", "-o", out])
+    if result.returncode != 0 and TORCH_CPU_BATCH_1_BUG in result.stdout + result.stderr:
+        pytest.skip("refused as documented (KERAS_BACKEND=torch on a CPU): the conv autoencoder one image at a time")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Bit-identical: all 2 runs" in result.stdout
     audit = json.loads((out / "repeat.json").read_text())
