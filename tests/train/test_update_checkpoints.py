@@ -204,17 +204,22 @@ def tiny():
 '''
 
 
+# A Dropout run has checkpoints on the suite's backend: not where random layers draw from the framework's global
+# generator (KERAS_BACKEND=torch), whose run keeps none and says so (test_on_torch_..._keeps_no_checkpoints_...).
+DROPOUT_CHECKPOINTED = pytest.mark.skipif(
+    backends.named(keras.backend.backend()).random_layers_draw_globally,
+    reason="an unseeded Dropout draws from the framework's global generator: no checkpoints")
+
+
 # Three trainings each (about 10 s on 2 cores): the fast loop keeps the first; the others are slow.
-@pytest.mark.parametrize(("case", "stop"), [("dropout", 3), pytest.param("dropout", 5, marks=pytest.mark.slow),
+@pytest.mark.parametrize(("case", "stop"), [pytest.param("dropout", 3, marks=DROPOUT_CHECKPOINTED),
+                                            pytest.param("dropout", 5, marks=[pytest.mark.slow, DROPOUT_CHECKPOINTED]),
                                             pytest.param("mnist_cnn", 6, marks=pytest.mark.slow)])
 def test_a_stopped_user_model_run_resumes_bit_identical_to_an_uninterrupted_one(case, stop, stop_after, tmp_path,
                                                                                 monkeypatch):
     # Stopped inside the first epoch (3 of the dropout model's 5 updates per epoch), at the end of it (5), or
     # inside the second (6 of the CNN's 4 per epoch): the continuation makes the same batches with the same
     # dropout masks, so history.csv (seconds aside), the result and the final weights are the uninterrupted run's.
-    if case == "dropout" and backends.named(keras.backend.backend()).random_layers_draw_globally:
-        # KERAS_BACKEND=torch: such a run has no checkpoints, and says so (the test after the next).
-        pytest.skip("an unseeded Dropout draws from the framework's global generator: no checkpoints")
     model_file = tmp_path / f"{case}_model.py"
     model_file.write_text(DROPOUT_MODEL if case == "dropout" else MNIST_CNN_MODEL)
     args = ["--model", f"{model_file}:tiny"]
@@ -242,13 +247,12 @@ def test_a_stopped_user_model_run_resumes_bit_identical_to_an_uninterrupted_one(
 
 
 @pytest.mark.slow
+@DROPOUT_CHECKPOINTED
 def test_without_its_dropout_state_a_resumed_user_model_run_would_differ(stop_after, tmp_path, monkeypatch):
     # The control of the test above: the random generator's state recorded beside the checkpoint is what the
     # continuation's dropout masks come from. Set back to its start (the state a model has when it is made,
     # which is all that the weights and optimizer of save_weights would leave), the continuation draws other
     # masks, so other losses.
-    if backends.named(keras.backend.backend()).random_layers_draw_globally:
-        pytest.skip("an unseeded Dropout draws from the framework's global generator: no checkpoints")
     model_file = tmp_path / "dropout_model.py"
     model_file.write_text(DROPOUT_MODEL)
     args = ["--model", f"{model_file}:tiny"]
