@@ -1,10 +1,6 @@
 """The same weights give the same outputs and gradients on every installed backend,
 `.keras` files move between backends, and the model compiles under XLA."""
 
-import importlib.util
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,14 +9,14 @@ import keras
 import prednet_keras
 from prednet_keras import PredNet
 
+from tests import backend_processes
 from tests.layers.numpy_prednet import prednet_reference, random_weights
 
 # Slow (a process per backend): in the full suite, not in the fast loop (pytest -m "not slow").
 pytestmark = pytest.mark.slow
 
 STACK, R_STACK, FILT, FRAME, NT = (3, 4, 8), (3, 6, 8), 3, (8, 16), 4
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BACKENDS = [b for b in ("tensorflow", "jax", "torch") if importlib.util.find_spec(b) is not None]
+BACKENDS = backend_processes.INSTALLED
 
 
 def build_small_model(output_mode):
@@ -58,12 +54,7 @@ def shared(tmp_path_factory):
 
 def run_on(backend, tasks, folder):
     """Runs `tasks` (comma-separated, tests/backend_worker.py) in one fresh process on `backend`."""
-    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu")
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.backend_worker", tasks, str(folder)],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    backend_processes.run_module(backend, "tests.backend_worker", tasks, folder)
 
 
 @pytest.fixture(scope="module")

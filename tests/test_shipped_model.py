@@ -14,7 +14,8 @@ import keras
 import prednet_keras
 from prednet_keras.evaluate.prediction import load_sequences
 
-from tests.test_backends import BACKENDS, ROOT, run_on
+from tests.backend_processes import ROOT
+from tests.test_backends import BACKENDS, run_on
 
 # Slow (the 128x160 shipped model on the held-out clip, and a torch process): in the full suite, not in the fast loop (pytest -m "not slow").
 pytestmark = pytest.mark.slow

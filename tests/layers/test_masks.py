@@ -1,20 +1,13 @@
-"""PredNet and the Chainer PredNet given a mask on every installed backend, rolled and unrolled, as Keras 2's masked RNN: a masked step
-keeps the output before it and every state, so what follows is what the sequence gives without that step. JAX's
-rolled loop could not mask their states (backends.py, rolled_loop_masks_image_states)."""
+"""PredNet and the Chainer PredNet given a mask on every installed backend, rolled and unrolled, as Keras 2's masked
+RNN: a masked step keeps the output before it and every state, so what follows is what the sequence gives without
+that step. JAX's rolled loop could not mask their states (backends.py, rolled_loop_masks_image_states)."""
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
+from tests import backend_processes
 from tests.layers import masked_worker
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HERE = os.environ.get("KERAS_BACKEND", "tensorflow")
-OTHERS = [b for b in ("tensorflow", "jax", "torch") if importlib.util.find_spec(b) is not None and b != HERE]
 
 
 def assert_masked_as_keras2(found):
@@ -30,11 +23,7 @@ def test_a_masked_step_keeps_the_output_and_states_here():
     assert_masked_as_keras2(masked_worker.masked_differences())
 
 
-@pytest.mark.parametrize("backend", OTHERS)
+@pytest.mark.parametrize("backend", backend_processes.others())
 def test_a_masked_step_keeps_the_output_and_states_on_every_backend(backend, tmp_path):
-    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu",
-               CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-m", "tests.layers.masked_worker", str(tmp_path / "masked.json")],
-                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    backend_processes.run_module(backend, "tests.layers.masked_worker", tmp_path / "masked.json")
     assert_masked_as_keras2(json.loads((tmp_path / "masked.json").read_text()))

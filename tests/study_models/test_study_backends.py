@@ -1,21 +1,19 @@
 """The Chainer PredNet and its protocol give the same numbers on TensorFlow, JAX and PyTorch."""
 
-import importlib.util
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from tests import backend_processes
 from tests.study_models import backend_task
 from tests.study_models import numpy_chainer as ref
 
 # Slow (a process per backend): in the full suite, not in the fast loop (pytest -m "not slow").
 pytestmark = pytest.mark.slow
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OTHERS = [b for b in ("jax", "torch") if importlib.util.find_spec(b) is not None]
+OTHERS = backend_processes.others()
 STACK, R_STACK, FRAME = (3, 4), (3, 5), (8, 8)
 
 
@@ -33,10 +31,10 @@ def shared(tmp_path_factory):
     # (the reference for them): the start-up of a process is most of the cost.
     processes = {}
     for backend in OTHERS:
-        env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu")
         processes[backend] = subprocess.Popen(
             [sys.executable, "-m", "tests.study_models.backend_task", str(folder)],
-            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=backend_processes.environment(backend), cwd=backend_processes.ROOT, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
         )
     try:
         backend_task.run(str(folder))
