@@ -489,7 +489,7 @@ class ChainerPredNet(keras.layers.RNN):
         return super().call(sequences, initial_state=initial_state, mask=mask, training=training)
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
-        if loop_unrolled(self.unroll, mask) == bool(self.unroll):
+        if self.unroll or not loop_unrolled(self.unroll, mask):  # Keras' loop as this layer asks for it
             return super().inner_loop(sequences, initial_state, mask, training=training)
         # A mask Keras' rolled loop cannot apply here (JAX's took the first state, h of layer 0, for the output
         # before a masked step): Keras' loop unrolled, whose masking keeps that output and every state.
