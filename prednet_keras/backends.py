@@ -53,6 +53,8 @@ class Backend:
             its devices.
         jit_by_default: Keras compiles its steps unless told not to (jit_compile "auto"); else it runs eager
             unless asked, and a compiled run says so in a benchmark's table.
+        traces_steps: Keras traces its steps into a graph even without jit_compile (TensorFlow's tf.function),
+            so a first step takes the tracing's time either way (`steps_compile`).
         jit_on_cpu: the recipe's jit_compile on a CPU where --xla was not given, when it is not the runtime's
             (None): XLA ran PredNet slower than TensorFlow's oneDNN kernels there.
         prediction_jit_compile: jit_compile of prediction where the caller did not say.
@@ -108,6 +110,7 @@ class Backend:
     unsupported: dict = dataclasses.field(default_factory=dict)
     threads_by_affinity: bool = False
     jit_by_default: bool = True
+    traces_steps: bool = False
     jit_on_cpu: object = None
     prediction_jit_compile: object = "auto"
     compilation_cache: bool = False
@@ -137,6 +140,11 @@ class Backend:
         """Its op determinism holds under XLA (--xla with --deterministic)."""
         return "xla" not in self.unsupported
 
+    def steps_compile(self, jit_compile):
+        """Whether Keras compiles (traces) a step given Model.compile's `jit_compile` (True, False, "auto"), so
+        that its first call takes far longer than the others; eager steps do not."""
+        return self.traces_steps or (self.jit_by_default if jit_compile == "auto" else bool(jit_compile))
+
     def installed(self):
         """Whether its package can be imported here, without importing it."""
         try:
@@ -163,6 +171,7 @@ TENSORFLOW = Backend(
                "XLA off when op determinism is on).",
     },
     jit_on_cpu=False,
+    traces_steps=True,
     prediction_jit_compile=False,
     xla_gpu_log_noise=True,
     environment=_at("runtime.environment", "tensorflow_environment"),

@@ -285,7 +285,8 @@ def measure_phase(config, phase, jit_compile, progress=None, profile_dir=None):
 
     warmup_seconds, step_seconds = [], []
     # The first step compiles (227 s for torch.compile on an H200) and prints nothing by itself.
-    first = FirstStep(f"{phase} step", f"{phase} step", "first step") if progress is not None else None
+    compiles = backends.named(keras.backend.backend()).steps_compile(jit_compile)
+    first = FirstStep(f"{phase} step", f"{phase} step", "first step", compiles) if progress is not None else None
     if first is not None:
         first.begin()
     last = [time.perf_counter()]

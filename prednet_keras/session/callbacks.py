@@ -328,7 +328,8 @@ class StopOnRequest(keras.callbacks.Callback):
 
 class FirstCallAnnouncer(keras.callbacks.Callback):
     """Says when the first training and validation steps, which compile, start and end
-    (`display.FirstStep`: a log, a pipe or nohup would otherwise show a process that looks hung).
+    (`display.FirstStep`: a log, a pipe or nohup would otherwise show a process that looks hung); nothing
+    where the model's steps run eagerly.
 
     Async-safe: where Keras calls `on_train_batch_end` in its thread pool, the first of those calls to
     come says that the first step is done (its logs have been read, so it is); the validation's first line
@@ -351,6 +352,9 @@ class FirstCallAnnouncer(keras.callbacks.Callback):
         self._once = threading.Lock()
 
     def on_train_begin(self, logs=None):
+        model = self.model
+        compiles = not model.run_eagerly and backends.named(keras.backend.backend()).steps_compile(model.jit_compile)
+        self.training.compiles = self.validation.compiles = compiles
         self.training.begin()
 
     def on_train_batch_begin(self, batch, logs=None):

@@ -6,7 +6,8 @@ model kind's protocol counted in updates (`protocol_training.run_protocol`: `Upd
 
 - `FirstStep`: a phase's first step compiles and can take over a minute (74 s with XLA on a GPU)
   while printing nothing by itself, so a log, a pipe or nohup would show a process that looks hung;
-  it says so before the step and how long it took after.
+  it says so before the step and how long it took after. An eager step (torch without torch.compile)
+  compiles nothing and is not announced.
 - `UpdateProgress`: a run counted in updates: its first update, then a line every `every` updates
   with the loss, the time so far and the time left.
 - `is_terminal`: whether a bar redrawn with carriage returns belongs on a stream.
@@ -30,18 +31,23 @@ class FirstStep:
         what: the step's name in "Compiling the {what}" ("training step").
         first: its name in "first {first} done" ("training step").
         by: what does the compiling, in "(done by the {by}" ("first step").
+        compiles: whether the step compiles (Backend.steps_compile); an eager one is not announced
+            (set before `begin`).
     """
 
-    def __init__(self, what, first, by):
+    def __init__(self, what, first, by, compiles=True):
         self.what = what
         self.first = first
         self.by = by
+        self.compiles = compiles
         self._started = None
         self.done = False
 
     def begin(self, lead=""):
         """Before the step: says that it compiles (`lead` starts the line, e.g. below a bar)."""
-        if self._started is None and not self.done:
+        if not self.compiles:
+            self.done = True
+        elif self._started is None and not self.done:
             print(f"{lead}Compiling the {self.what} (done by the {self.by}; can take a minute or more) ...",
                   flush=True)
             self._started = time.perf_counter()
@@ -58,23 +64,24 @@ class FirstStep:
 class UpdateProgress:
     """Progress lines of a run counted in updates.
 
-    The first update's line (it compiles), then one every `every` updates and at the last:
+    The first update's lines (where it compiles: FirstStep), then one every `every` updates and at the last:
     "LABEL update 40/200: loss 0.0123 (12.3 s, about 49.2 s left)". The time left is the mean time
-    of the updates after the first (which compiled) times the updates still to run.
+    of the updates after the first (which may compile) times the updates still to run.
 
     Args:
         label: what is trained, starting each line.
         total: the updates the run makes.
         every: updates between two lines (at least 1).
         done: updates already made (a continued run: its first update here is done + 1, and compiles).
+        compiles: whether the update step compiles (FirstStep).
     """
 
-    def __init__(self, label, total, every, done=0):
+    def __init__(self, label, total, every, done=0, compiles=True):
         self.label = label
         self.total = int(total)
         self.every = max(1, int(every))
         self.done = int(done)
-        self.first = FirstStep("update step", "update", "first update")
+        self.first = FirstStep("update step", "update", "first update", compiles)
         self._started = None
         self._after_first = None
 

@@ -147,7 +147,8 @@ def run_protocol(run, kind, runtime_record=None, quiet=False, session_callbacks=
     done = len(checkpoint.records) if checkpoint is not None else 0
     # A continued run keeps the rows of the updates its checkpoint holds; a new one starts history.csv anew.
     history = run.open_history(kind.history_columns, fresh=not done)
-    progress = UpdateProgress(label, total, every=max(1, total // (5 if quiet else 20)), done=done)
+    progress = UpdateProgress(label, total, every=max(1, total // (5 if quiet else 20)), done=done,
+                              compiles=backends.named(keras.backend.backend()).steps_compile(jit))
 
     print(f"Training {label}: {total:,} updates; backend {keras.backend.backend()}.", flush=True)
     if done:

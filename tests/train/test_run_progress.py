@@ -4,6 +4,8 @@ import re
 
 import pytest
 
+from prednet_keras import backends
+
 from prednet_keras.session.history import draw_loss, update_rows
 from prednet_keras.session.display import FirstStep, UpdateProgress, duration_text, is_terminal
 
@@ -33,6 +35,28 @@ def test_first_step_says_once(capsys):
     out = capsys.readouterr().out
     assert out.count("Compiling the validation step (done by the first validation") == 1
     assert out.startswith("\nCompiling") and out.count("first validation done in") == 1
+
+
+def test_eager_steps_are_not_announced(capsys):
+    # An eager step (torch without torch.compile) compiles nothing: no "Compiling" line, no first-step time.
+    step = FirstStep("training step", "training step", "first step", compiles=False)
+    step.begin()
+    step.end()
+    progress = UpdateProgress("prednet-chainer", total=2, every=1, compiles=False)
+    progress.start()
+    progress({"update": 1, "loss": 0.5})
+    progress({"update": 2, "loss": 0.25})
+    lines = capsys.readouterr().out.splitlines()
+    assert step.done and [line.split(":")[0] for line in lines] == [
+        "prednet-chainer update 1/2", "prednet-chainer update 2/2"]
+
+
+@pytest.mark.parametrize("backend, jit_compile, compiles", [
+    ("tensorflow", False, True), ("tensorflow", "auto", True), ("jax", "auto", True), ("jax", False, False),
+    ("torch", "auto", False), ("torch", False, False), ("torch", True, True)])
+def test_which_steps_compile(backend, jit_compile, compiles):
+    # As Keras' trainers do: tf.function traces every step; JAX jits and torch compiles only with jit_compile.
+    assert backends.named(backend).steps_compile(jit_compile) is compiles
 
 
 @pytest.mark.parametrize("seconds, text", [(4.25, "4.2 s"), (65, "1 min 05 s"), (3725, "1 h 02 min")])

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from prednet_keras import backends
 from prednet_keras.session import folder as run_folders
 from prednet_keras.models.starting_point import read_initial_weights
 from prednet_keras.cli.train import main as train_main
@@ -124,6 +125,8 @@ def test_another_backend_starts_alike_and_follows_the_same_path(backend, trained
     assert result.returncode == 0, result.stderr
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["runtime"]["effective"]["backend"] == backend
+    # JAX compiles the first step; eager torch compiles nothing and is not announced as compiling.
+    assert ("Compiling the training step" in result.stdout) is (backend == "jax"), result.stdout
     reference_manifest = json.loads((reference / "manifest.json").read_text())
     assert manifest["initial_weights"]["checksum"] == reference_manifest["initial_weights"]["checksum"]
     ours, theirs = _history(folder), _history(reference)
@@ -217,10 +220,14 @@ def test_default_data_is_the_embedded_video_and_overwrite_replaces(tmp_path):
     assert "Learning rate: 0.0002 for epoch 1 (dropped after epochs // 2 = 0 of 1" in result.stdout
     assert manifest["schedule"]["lr_by_epoch"] == "0.0002 for epoch 1"
     assert "kitti_train.py" in manifest["schedule"]["lr_drop_epoch_rule"]
-    # Not a terminal: the silent phases and every epoch still get their lines.
-    for line in ("Loading data", "Compiling the training step", "first training step done in",
-                 "first validation done in", "epoch 1/1", "Done: 1 epoch completed in"):
+    # Not a terminal: the silent phases and every epoch still get their lines; the first steps are announced
+    # where they compile (an eager torch step is not).
+    for line in ("Loading data", "epoch 1/1", "Done: 1 epoch completed in"):
         assert line in result.stdout, result.stdout
+    (session,) = manifest["sessions"]
+    compiles = backends.named(manifest["runtime"]["effective"]["backend"]).steps_compile(session["jit_compile"])
+    for line in ("Compiling the training step", "first training step done in", "first validation done in"):
+        assert (line in result.stdout) is compiles, result.stdout
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GPU may be visible here")
