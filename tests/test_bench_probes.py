@@ -128,6 +128,10 @@ def test_seed_batching_keeps_each_seeds_numbers_one_program_and_stateless(tmp_pa
         assert result[way]["identical"], (way, result[way])
         assert result[way]["max_weight_difference"] == 0.0 and result[way]["max_relative_loss_difference"] == 0.0
     assert result["vmap"]["seeds"] == 2 and result["vmap"]["max_weight_difference"] >= 0.0
+    # The protocol's own step timed beside the stateless one, over the same updates.
+    keras_step = result["keras_step"]
+    assert keras_step["seeds"] == 2 and positive(keras_step["seconds_per_seed_update"])
+    assert keras_step["first_update_seconds"] > keras_step["seconds_per_seed_update"]
 
 
 # Slow: TorchDynamo traces a compiled PredNet step twice over (about 40 s on 2 cores), no code generated.

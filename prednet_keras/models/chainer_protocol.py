@@ -58,6 +58,7 @@ from prednet_keras.models.protocols import (
     protocol_metric,
     resolve_protocol,
 )
+from prednet_keras.models.jax_training_step import compile_undonated_step
 from prednet_keras.models.torch_training_step import compile_for_training
 
 __all__ = [
@@ -424,6 +425,8 @@ class ChainerPredNetTrainer:
             jit_compile=jit_compile,
             run_eagerly=run_eagerly,
         )
+        # On JAX, Keras' step without buffer donation: about 10% faster per update, the same bits.
+        compile_undonated_step(self.window_model)
         self._placeholder = np.zeros((1, 1), np.float32)
 
     @property

@@ -8,8 +8,9 @@ seeds 0..N-1 three ways on JAX and compares every logged loss and the final weig
 - "vmap": that step batched over the seeds with jax.vmap (each convolution then carries a seed axis);
 - "one program": the N steps side by side in one jitted function (no batching).
 Prints one JSON object: for each way, whether every loss and weight is identical, the largest differences,
-and the median seconds per update (all seeds together) after the first (compilation). The single runs are
-made for the first --compare seeds only (each compiles its own model).
+and the median seconds per update (all seeds together) after the first (compilation); "keras_step": the single
+runs' own median seconds per update and first update, the protocol's step beside the stateless one. The single
+runs are made for the first --compare seeds only (each compiles its own model).
 
     python -m prednet_keras.bench.probes.seed_batching [--seeds 3] [--size 16x16] [--device cpu]
     # the paper's model and window on a GPU, 30 seeds, 2 of them compared
@@ -69,12 +70,19 @@ def main(argv=None):
     def window_inputs(trainer, window):
         return trainer.window_inputs(sequence.read(window.frame_slice), window.starts_sequence)
 
-    # The single runs: Keras' own training step, one model per seed.
-    single_losses, single_weights = [], []
+    # The single runs: Keras' own training step (the protocol's `train_on_batch`), one model per seed, each
+    # update timed as the stateless way's are (the loss read back included).
+    single_losses, single_weights, single_times = [], [], []
     for seed in compared:
         trainer = ChainerPredNetTrainer(shape, model_config, bprop=bprop)
         load_initial_weights_into(trainer.layer, None, seed)
-        single_losses.append([trainer.update(sequence.read(w.frame_slice), w.starts_sequence)[0] for w in windows])
+        run, times = [], []
+        for w in windows:
+            started = time.perf_counter()
+            run.append(trainer.update(sequence.read(w.frame_slice), w.starts_sequence)[0])
+            times.append(time.perf_counter() - started)
+        single_losses.append(run)
+        single_times.append(times)
         single_weights.append({v.path: np.array(v.value) for v in trainer.window_model.trainable_variables})
 
     trainer = ChainerPredNetTrainer(shape, model_config, bprop=bprop)
@@ -117,6 +125,10 @@ def main(argv=None):
                "stack_sizes": stack_sizes, "bprop": bprop, "updates": len(windows), "device": args.device}
     # The versions, keyed by package name (as keyword arguments: no backend's name is compared here).
     results.update(jax=jax.__version__, keras=keras.__version__, devices=[str(d) for d in jax.devices()])
+    # What the protocol's step costs beside the stateless one (issue 40's lead): the same updates, one seed at a time.
+    results["keras_step"] = {"seeds": len(compared),
+                             "first_update_seconds": round(float(np.median([t[0] for t in single_times])), 3),
+                             "seconds_per_seed_update": round(float(np.median([t[1:] for t in single_times])), 6)}
 
     one_step = jax.jit(step)
     losses, weights, times = [], [], []
