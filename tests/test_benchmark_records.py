@@ -742,3 +742,38 @@ def test_the_chainer_later_process_figures_are_the_records():
     warm_first = sorted(first[("warm", r)] for r in (1, 2, 3))
     cold_first = sorted(first[("cold", r)] for r in (1, 2, 3))
     assert f"{warm_first[0]:.1f}-{warm_first[-1]:.1f} s against {cold_first[0]:.1f}-{cold_first[-1]:.1f} s" in text
+
+
+def test_the_undonated_window_figures_are_the_records():
+    record = ROOT / "docs" / "benchmarks" / "cpu2-chainer-undonated-2026-12-07"
+    readme = " ".join((record / "README.md").read_text().split())
+    text = " ".join(BENCHMARKS.read_text().split())
+    check = json.loads((record / "donation-check.json").read_text())
+    donated, not_donated = check["donated"], check["not_donated"]
+    flops = f"{donated['flops']:,.0f}"
+    assert donated["flops"] == not_donated["flops"] and donated["median_update_ms"] > not_donated["median_update_ms"]
+    assert f"| compiled with donation (Keras' trainer) | {donated['median_update_ms']} ms | {flops} |" in readme
+    assert f"| compiled without | {not_donated['median_update_ms']} ms | {flops} |" in readme
+    assert (f"took {donated['median_update_ms']} ms per update compiled with donation and "
+            f"{not_donated['median_update_ms']} ms without, the same {flops} FLOPs") in text
+    ratios = []
+    for r in (1, 2, 3):
+        before, after = (json.loads((record / f"bench-{side}-{r}.json").read_text())["results"][0]["train"]
+                         for side in ("before", "after"))
+        ratio = after["fps"] / before["fps"]
+        ratios.append(ratio)
+        assert (f"| {r} | {before['fps']:.2f} ({before['step_ms']['median_ms']:.1f} ms) | {after['fps']:.2f} "
+                f"({after['step_ms']['median_ms']:.1f} ms) | {ratio:.3f} |") in readme
+        assert f"| {r} | {before['fps']:.2f} | {after['fps']:.2f} | {ratio:.3f} |" in text
+    assert f"({min(ratios):.3f}-{max(ratios):.3f}x on 2 CPU cores, above)" in text
+    probes = {name: json.loads((record / f"probe-{name}.json").read_text())
+              for name in ("before-1", "before-2", "after")}
+    gaps = {}
+    for name, probe in probes.items():
+        assert probe["stateless"]["identical"] and probe["one program"]["identical"]
+        keras_ms = 1000 * probe["keras_step"]["seconds_per_seed_update"]
+        stateless_ms = 1000 * probe["stateless"]["seconds_per_seed_update"]
+        gaps[name] = f"{keras_ms / stateless_ms:.3f}"
+        label = {"before-1": "before, run 1", "before-2": "before, run 2", "after": "after"}[name]
+        assert f"| {label} | {keras_ms:.2f} ms | {stateless_ms:.2f} ms | {gaps[name]} |" in readme
+    assert f"{gaps['before-1']} and {gaps['before-2']} before, {gaps['after']} after" in text
