@@ -10,6 +10,7 @@ import pytest
 from tests import backend_processes
 
 
+@pytest.mark.slow  # starts a JAX process
 @pytest.mark.skipif("jax" not in backend_processes.INSTALLED, reason="JAX is not installed")
 def test_the_undonated_step_gives_keras_steps_bits(tmp_path):
     backend_processes.run_module("jax", "tests.study_models.undonated_worker", tmp_path / "runs.json")

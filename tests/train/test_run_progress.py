@@ -5,7 +5,6 @@ import re
 import pytest
 
 from prednet_keras import backends
-
 from prednet_keras.session.history import draw_loss, update_rows
 from prednet_keras.session.display import FirstStep, UpdateProgress, duration_text, is_terminal
 
