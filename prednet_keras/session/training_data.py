@@ -41,9 +41,17 @@ def load_training_data(config):
         elif config.data is None:
             val, val_origin = pdata.load_frames(pdata.embedded_dataset("val"), size=size), "embedded:val"
         else:
+            count = len(train)
             train, val = split_frames(train, config.val_fraction)
             val_origin = f"{config.data} (last {config.val_fraction:g} of frames)"
             train_origin = f"{config.data} (first {1 - config.val_fraction:g} of frames)"
+            # Named here: the sequences' own check sees only the part, under the file's name.
+            for part, origin in ((train, train_origin), (val, val_origin)):
+                if len(part) < config.nt:
+                    raise ValueError(
+                        f"{origin}: {len(part)} of the file's {count} frames, fewer than nt={config.nt}; "
+                        "give --val-data, another --val-fraction, or --val-sequences 0."
+                    )
     if val is not None and val.frame_shape != train.frame_shape:
         raise ValueError(
             f"Validation frames are {val.frame_shape}, training frames {train.frame_shape}; give --size."

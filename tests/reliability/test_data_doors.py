@@ -300,3 +300,18 @@ def test_nan_frame_through_prednet_train_data(tmp_path):
     with pytest.raises(DataError, match=r"clip\.npz: array 'frames', frame 7: 1 inf value \(of 240\)"):
         load_training_data(config)
     assert snapshot(tmp_path) == before
+
+
+def test_held_out_part_shorter_than_a_sequence_names_the_part(tmp_path):
+    # 30 frames, the last 0.1 held out: 3 validation frames. The sequences' own check would call them
+    # "clip.npy: 3 frames", as if the file held 3; the part and the file's count are named instead.
+    from prednet_keras.options.recipe import TrainConfig
+    from prednet_keras.session.training_data import load_training_data
+
+    np.save(tmp_path / "clip.npy", numbered_frames(30))
+    config = TrainConfig(data=str(tmp_path / "clip.npy"), epochs=1, nt=10).resolved()
+    with pytest.raises(ValueError, match=r"clip\.npy \(last 0\.1 of frames\): 3 of the file's 30 frames, "
+                                         r"fewer than nt=10; give --val-data"):
+        load_training_data(config)
+    train, val, _ = load_training_data(TrainConfig(data=str(tmp_path / "clip.npy"), epochs=1, nt=3).resolved())
+    assert (len(train), len(val)) == (27, 3)
