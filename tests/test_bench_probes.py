@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-PROBES = ("seed_batching", "chainer_unroll", "torch_constants_ab", "torch_scalar_operands", "torch_compile_times")
+PROBES = ("seed_batching", "chainer_unroll", "torch_constants_ab", "torch_scalar_operands", "torch_compile_times",
+          "torch_step_waits")
 FRAMEWORKS = ("keras", "tensorflow", "jax", "torch")
 
 
@@ -148,3 +149,21 @@ def test_torch_compile_times_times_the_step_traced_once(tmp_path):
     assert times["phases"]["_compile.compile_inner"]["calls"] == 2 and positive(times["phases"]["bytecode_tracing"]["seconds"])
     assert "compile_attempt_1" not in times["phases"]
     assert "first call" in done.stdout
+
+
+def test_torch_step_waits_times_every_loop_in_every_round(tmp_path):
+    # On the CPU (a smoke test of the loops): a step is done when it returns, so no loop reads async-safe
+    # and no synchronizing call is counted (that needs a GPU).
+    args = ["--device", "cpu", "--batch-sizes", "2", "--size", "8x8", "--stack-sizes", "3,4", "--nt", 3,
+            "--steps", 2, "--rounds", 2, "--json", "waits.json"]
+    done = run_probe("torch_step_waits", *args, backend="torch", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "waits.json").read_text())
+    assert result["command"] == ["python", "-m", "prednet_keras.bench.probes.torch_step_waits", *map(str, args)]
+    (batch,) = result["batches"]
+    variants = ["as-is", "async-callbacks", "device-batches", "both"]
+    assert batch["async_safe"] == dict.fromkeys(variants, False)
+    assert list(batch["median_step_ms"]) == variants
+    assert all(len(times) == 2 and all(map(positive, times)) for times in batch["median_step_ms"].values())
+    assert all(map(positive, batch["frames_per_s"].values()))
+    assert not any(key.startswith("sync_sites") for key in batch)
