@@ -110,8 +110,9 @@ def test_an_absolute_member_lands_inside_the_temporary_folder(tmp_path):
     target = tmp_path / "absolute-member.txt"
     path = _archive_with(tmp_path, str(target))
     result = CliRunner().invoke(main, ["report", str(path), "-o", str(tmp_path / "report"), "--no-plots"])
-    assert result.exit_code == 0 and "no run folders in the archive" in result.output
+    assert result.exit_code == 1 and f"{path}: no run folders in the archive. Nothing to report." in result.output
     assert not target.exists()  # the "data" filter strips the leading "/"
+    assert not (tmp_path / "report").exists()
 
 
 def test_not_an_archive_is_one_clear_line(tmp_path):
@@ -128,5 +129,6 @@ def test_not_an_archive_is_one_clear_line(tmp_path):
 
 def test_a_packed_study_folder_given_to_the_report_says_where_its_runs_are(study):
     archive.pack(study, remove=True)
-    report, _ = build_report([study], FAST)
-    assert any(f"it holds {archive.ARCHIVE}" in w for w in report["warnings"])
+    # Nothing found to compare or leave out is not a report: one line saying where the runs are.
+    with pytest.raises(ValueError, match=rf"it holds {archive.ARCHIVE}: pass .*Nothing to report\.$"):
+        build_report([study], FAST)

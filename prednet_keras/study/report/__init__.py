@@ -192,6 +192,9 @@ def _build_report(dirs, options, stack, factors):
     folders = []
     for directory in dirs:
         folders.extend((path, str(directory), where) for path, where in _input_folders(directory, stack, warnings))
+    if not folders:
+        # Not a report: nothing was found to leave out or to compare (a wrong path, a packed study).
+        raise ValueError(f"{' '.join(warnings)} Nothing to report.")
     for path, source, where in folders:
         try:
             digest = hashlib.sha256((path / run_folders.MANIFEST).read_bytes()).hexdigest()
