@@ -5,5 +5,6 @@ temporary file, the room on a disk checked before a write), downloads (a file fe
 Keras' cache folder, resumed where a broken transfer stopped, whole or not at all; the one place the
 network is reached), records (what arrived there, its checksum in that folder's checksums.json, checked on
 every use), figures (a chart written as a PNG, no pyplot), progress (what long work prints on any output:
-a download's bytes, the words every display shares).
+a download's bytes, the words every display shares), small_text (a small text file the user names, a study's
+spec or a confirmatory plan, read whole or refused unread).
 """

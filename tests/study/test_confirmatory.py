@@ -545,3 +545,19 @@ def test_the_device_studys_plan_file_says_what_the_preregistration_plans():
     # Amendment 1's step 2 (2026-12-06): the reference with autotuning off. The one code checksum is
     # recomputed from git by tests/study/test_device_study.py.
     assert [commit[:7] for _, commit in plan.code_checksums] == ["5dcf122"]
+
+
+@pytest.mark.parametrize("content, rule", [
+    (b"PK\x03\x04\xe5\x00binary", r"cannot read the plan \(not UTF-8 text: "),
+    (b"x" * ((1 << 20) + 1), r"larger than 1,024 KiB; a plan is a few KB of TOML, so this is not one\."),
+    (b"[plan\n", r"not a TOML file \("),
+])
+def test_a_plan_file_that_is_no_plan_is_one_line_naming_it(tmp_path, content, rule):
+    from prednet_keras.study.report.confirmatory_report import load_plan
+
+    path = tmp_path / "plan.toml"
+    path.write_bytes(content)
+    with pytest.raises(PlanError, match=re.escape(str(path)) + ": " + rule):
+        load_plan(path)
+    with pytest.raises(PlanError, match=r": a folder, not a plan file\.$"):
+        load_plan(tmp_path)

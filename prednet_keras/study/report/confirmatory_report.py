@@ -26,6 +26,7 @@ import tomllib
 from pathlib import Path
 
 from prednet_keras.files.diskwrite import atomic_write, atomic_write_json
+from prednet_keras.files.small_text import SmallTextError, read_small_text
 from prednet_keras.study import archive
 from prednet_keras.study.stats.confirmatory import PlanError, analyse, plan_from_dict
 from prednet_keras.study.stats.pair_measures import summarise_pairs
@@ -43,15 +44,22 @@ CONFIRMATORY_PNG = "confirmatory.png"
 CONFIRMATORY_WEIGHTS_PNG = "confirmatory-weights.png"
 
 
+# A plan is a few KB of TOML, like a spec.
+MAX_PLAN_BYTES = 1 << 20
+
+
 def load_plan(path):
     """The ConfirmatoryPlan of a plan file (TOML).
 
     Raises:
-        PlanError: the file is not TOML or does not say what the analysis needs; the message names the file.
+        PlanError: the file is not a small UTF-8 TOML file or does not say what the analysis needs; the message
+            names the file.
     """
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data = tomllib.loads(read_small_text(path, "plan", MAX_PLAN_BYTES))
         return plan_from_dict(data)
+    except SmallTextError as error:
+        raise PlanError(str(error)) from None
     except tomllib.TOMLDecodeError as error:
         raise PlanError(f"{path}: not a TOML file ({error}).") from None
     except PlanError as error:

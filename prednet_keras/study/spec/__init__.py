@@ -65,11 +65,10 @@ prednet, [train] is resolved by prednet_keras.session.recipe_training's TrainCon
 import dataclasses
 import fnmatch
 import functools
-import os
-import stat
 import tomllib
 from pathlib import Path
 
+from prednet_keras.files.small_text import SmallTextError, read_small_text
 from prednet_keras import model_kinds
 from prednet_keras.model_kinds.study_config import names_a_file
 from prednet_keras.study.spec import rules as spec_rules
@@ -352,33 +351,9 @@ def load_spec(path, check_paths=True):
 def _read_spec(path):
     """The spec file's text; a device, a FIFO, a folder or a file larger than any spec is refused unread."""
     try:
-        # O_NONBLOCK: opening a FIFO would otherwise wait for a writer.
-        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such spec file.") from None
-    except OSError as error:
-        raise SpecError(f"{path}: cannot read the spec ({error.strerror or error}).") from None
-    try:
-        mode = os.fstat(handle).st_mode
-        if stat.S_ISDIR(mode):
-            raise SpecError(f"{path}: a folder, not a spec file.")
-        if not stat.S_ISREG(mode):
-            raise SpecError(f"{path}: not a regular file; a spec is a TOML file.")
-        chunks, size = [], 0
-        while size <= spec_rules.MAX_SPEC_BYTES and (chunk := os.read(handle, 1 << 16)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as error:
-        raise SpecError(f"{path}: cannot read the spec ({error.strerror or error}).") from None
-    finally:
-        os.close(handle)
-    if size > spec_rules.MAX_SPEC_BYTES:
-        raise SpecError(f"{path}: larger than {spec_rules.MAX_SPEC_BYTES // 1024:,} KiB; a spec is a few KB of "
-                        "TOML, so this is not one.")
-    try:
-        return b"".join(chunks).decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise SpecError(f"{path}: cannot read the spec (not UTF-8 text: {error}).") from None
+        return read_small_text(path, "spec", spec_rules.MAX_SPEC_BYTES)
+    except SmallTextError as error:
+        raise SpecError(str(error)) from None
 
 
 def parse_spec(data, default_name="study", base=None, check_paths=True, factors=STUDY_FACTORS):
