@@ -160,6 +160,7 @@ def test_torch_step_waits_times_every_loop_in_every_round(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "waits.json").read_text())
     assert result["command"] == ["python", "-m", "prednet_keras.bench.probes.torch_step_waits", *map(str, args)]
+    assert set(result["versions"]) == {"keras", "torch"} and result["gpu"] is None
     (batch,) = result["batches"]
     variants = ["as-is", "async-callbacks", "device-batches", "both"]
     assert batch["async_safe"] == dict.fromkeys(variants, False)

@@ -156,7 +156,8 @@ def main(argv=None):
         "command": ["python", "-m", "prednet_keras.bench.probes.torch_step_waits", *(argv or sys.argv[1:])],
         "prednet_keras": os.path.dirname(prednet_keras.__file__),
         "source_commit": os.environ.get("PREDNET_SOURCE_COMMIT"),
-        "torch": torch.__version__, "keras": keras.__version__, "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None,
+        "versions": {module.__name__: module.__version__ for module in (torch, keras)},
+        "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None,
         "config": {"size": list(size), "stack_sizes": list(stack), "nt": args.nt, "steps": args.steps,
                    "rounds": args.rounds, "precision": "float32 (torch's default TF32 convolutions)"},
         "batches": [probe(int(b), size, stack, args.nt, args.steps, args.rounds, device)
