@@ -777,3 +777,52 @@ def test_the_undonated_window_figures_are_the_records():
         label = {"before-1": "before, run 1", "before-2": "before, run 2", "after": "after"}[name]
         assert f"| {label} | {keras_ms:.2f} ms | {stateless_ms:.2f} ms | {gaps[name]} |" in readme
     assert f"{gaps['before-1']} and {gaps['before-2']} before, {gaps['after']} after" in text
+
+
+def test_the_h100_step_waits_figures_are_the_records():
+    import tarfile
+
+    record = ROOT / "docs" / "benchmarks" / "h100-torch-step-waits-2026-12-07"
+    readme = " ".join((record / "README.md").read_text().split())
+    text = " ".join(BENCHMARKS.read_text().split())
+    probe = json.loads((record / "call-1" / "torch_step_waits.json").read_text())
+    fps = {b["batch_size"]: b["frames_per_s"] for b in probe["batches"]}
+    labels = {"as-is": "as-is (prednet-train's loop)", "async-callbacks": "the logs converted in Keras' pool",
+              "device-batches": "the batch already on the GPU", "both": "both"}
+    for name, label in labels.items():
+        assert f"| {label} | {fps[4][name]:,.1f} | {fps[16][name]:,.1f} |" in readme
+        assert f"{fps[4][name]:,.1f} / {fps[16][name]:,.1f}" in text
+    for batch in probe["batches"]:
+        assert batch["async_safe"] == {"as-is": False, "async-callbacks": True, "device-batches": False, "both": True}
+        sites = {site.split("core.py:")[-1]: n for site, n in batch["sync_sites_in_3_as_is_steps"].items()
+                 if "keras/src/backend/torch/core.py" in site}
+        assert sites == {"221": 22, "259": 12, "269": 12}
+        assert sum(sites.values()) / 3 == pytest.approx(15, abs=0.5)  # "about 15 waits a step"
+    with tarfile.open(record / "call-1" / "port_h200.tgz") as archive:
+        def fps_of(name):
+            document = json.load(archive.extractfile(f"./{name}.json"))
+            return document["fps"] if name.startswith("port") else document["results"][0]["train"]["fps"]
+
+        port = {b: [fps_of(f"port-b{b}-r{r}") for r in (1, 2)] for b in (4, 16)}
+        main = {b: fps_of(f"torch-eager-before-float32-b{b}") for b in (4, 16)}
+        patch = {b: fps_of(f"torch-eager-float32-b{b}") for b in (4, 16)}
+        jax = [fps_of(f"jax-{p}-cm8-b16") for p in ("float32", "bf16")]
+    x = {b: (main[b] / statistics.mean(port[b]), patch[b] / statistics.mean(port[b])) for b in (4, 16)}
+    assert f"| the port, two rounds | {port[4][0]:,.0f} / {port[4][1]:,.0f} | {port[16][0]:,.0f} / {port[16][1]:,.0f} |" in readme
+    assert f"| main (2779500) | {main[4]:,.0f} ({x[4][0]:.2f}x the port) | {main[16]:,.0f} ({x[16][0]:.2f}x) |" in readme
+    assert f"| the patch | **{patch[4]:,.0f} ({x[4][1]:.2f}x)** | {patch[16]:,.0f} ({x[16][1]:.2f}x) |" in readme
+    assert (f"batch 4 {patch[4]:,.0f} against {main[4]:,.0f} frames/s ({x[4][1]:.2f}x against {x[4][0]:.2f}x the "
+            f"port), batch 16 {patch[16]:,.0f} against {main[16]:,.0f}") in text
+    assert f"eager torch **{x[4][0]:.2f}x at batch 4, {x[16][0]:.2f}x at batch 16**" in text
+    assert f"JAX with the channel alignment {jax[0]:,.0f} (float32) and {jax[1]:,.0f} (mixed_bfloat16)" in text
+    assert f"float32 {jax[0]:,.0f} frames/s ({jax[0] / statistics.mean(port[16]):.2f}x the port)" in readme
+    arm = (record / "call-2" / "arm" / "summary.txt").read_text()
+    assert "exit 0, 150 s wall, 30 of 30 runs complete" in arm and "**150 s**" in text and "**150 s for the whole arm**" in readme
+    assert arm.count("history (all but seconds) identical; final weights identical") == 2
+    for digest in ("25e1a52ec73e", "01b73a79f21d"):
+        assert f"sha256 {digest}" in arm and digest in readme
+    seeds = json.loads((record / "call-2" / "seed_batching.json").read_text())
+    keras_ms, stateless_ms = (1000 * seeds[k]["seconds_per_seed_update"] for k in ("keras_step", "stateless"))
+    assert f"**{keras_ms:.1f} ms per update** against {stateless_ms:.1f} ms" in readme
+    assert f"in the same process ({keras_ms / stateless_ms:.2f});" in readme
+    assert f"the protocol's update {keras_ms:.1f} ms against {stateless_ms:.1f} ms" in text
