@@ -161,15 +161,15 @@ def _why_jax_failed(error):
 
 # What to do when a GPU was asked for and the backend sees none.
 _TENSORFLOW_NO_GPU = (
-    "To train on a GPU, install TensorFlow with CUDA (pip install 'tensorflow[and-cuda]' on Linux with an "
+    "To run on a GPU, install TensorFlow with CUDA (pip install 'tensorflow[and-cuda]' on Linux with an "
     "NVIDIA driver) or use --backend jax / --backend torch with their CUDA builds; or drop --device gpu "
-    "to train on the CPU."
+    "to run on the CPU."
 )
 _JAX_NO_GPU = (
-    "To train on a GPU, install JAX with CUDA (pip install -U 'jax[cuda13]', or 'jax[cuda12]' for an older "
-    "driver) or use --backend torch; or drop --device gpu to train on the CPU."
+    "To run on a GPU, install JAX with CUDA (pip install -U 'jax[cuda13]', or 'jax[cuda12]' for an older "
+    "driver) or use --backend torch; or drop --device gpu to run on the CPU."
 )
 _TORCH_NO_GPU = (
-    "To train on a GPU, install a CUDA build of PyTorch (see pytorch.org for the pip command that matches "
-    "your driver) or use --backend jax; or drop --device gpu to train on the CPU."
+    "To run on a GPU, install a CUDA build of PyTorch (see pytorch.org for the pip command that matches "
+    "your driver) or use --backend jax; or drop --device gpu to run on the CPU."
 )
