@@ -73,10 +73,12 @@ def main():
     help="Split sources at detected hard cuts (auto: videos only).",
 )
 @click.option(
-    "--cut-threshold", type=float, default=0.1, show_default=True, help="Minimum frame difference (0-1) of a cut."
+    "--cut-threshold", type=click.FloatRange(0, 1), default=0.1, show_default=True,
+    help="Minimum frame difference (0-1) of a cut."
 )
 @click.option(
-    "--cut-ratio", type=float, default=3.0, show_default=True, help="How far a cut stands above nearby differences."
+    "--cut-ratio", type=click.FloatRange(min=1), default=3.0, show_default=True,
+    help="How many times the nearby frames' median difference a cut must reach."
 )
 @click.option(
     "--root", type=click.Path(file_okay=False), help="Folder that relative paths in list files are relative to."

@@ -15,8 +15,12 @@ local medians near 0.01-0.02; the largest non-cut score is 0.074, during a
 fast pan whose neighbours score about 0.06.
 """
 
+import math
+
 import numpy as np
 from PIL import Image
+
+from prednet_keras.data.errors import DataError
 
 DEFAULT_THRESHOLD = 0.1
 DEFAULT_RATIO = 3.0
@@ -102,6 +106,13 @@ class SceneTracker:
     """
 
     def __init__(self, threshold=DEFAULT_THRESHOLD, ratio=DEFAULT_RATIO, window=DEFAULT_WINDOW):
+        # `not (... )` also refuses NaN, which every comparison fails.
+        if not (isinstance(threshold, (int, float)) and 0 <= threshold <= 1):
+            raise DataError(f"the cut threshold (--cut-threshold) must be a frame difference from 0 to 1, "
+                            f"got {threshold!r}")
+        if not (isinstance(ratio, (int, float)) and 1 <= ratio < math.inf):
+            raise DataError(f"the cut ratio (--cut-ratio) must be a finite number of at least 1 (times the "
+                            f"nearby frames' median difference), got {ratio!r}")
         self.threshold, self.ratio, self.window = threshold, ratio, window
         self._scores = {}
         self._previous = {}

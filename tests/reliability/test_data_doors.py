@@ -315,3 +315,14 @@ def test_held_out_part_shorter_than_a_sequence_names_the_part(tmp_path):
         load_training_data(config)
     train, val, _ = load_training_data(TrainConfig(data=str(tmp_path / "clip.npy"), epochs=1, nt=3).resolved())
     assert (len(train), len(val)) == (27, 3)
+
+
+@pytest.mark.parametrize("option, value, said", [
+    ("--cut-threshold", "nan", "the cut threshold (--cut-threshold) must be a frame difference from 0 to 1, got nan"),
+    ("--cut-ratio", "nan", "the cut ratio (--cut-ratio) must be a finite number of at least 1"),
+    ("--cut-ratio", "inf", "(times the nearby frames' median difference), got inf"),
+])
+def test_scene_cut_settings_that_are_no_numbers_are_refused(tmp_path, option, value, said):
+    # Click's ranges (0-1, at least 1) let NaN through, every comparison with it being false.
+    np.save(tmp_path / "clip.npy", numbered_frames(6))
+    assert said in prepare_refused(tmp_path, tmp_path / "clip.npy", option, value)
