@@ -1,11 +1,12 @@
 """Where eager torch's training step waits for the GPU, and what the waits cost (issue 40).
 
-On a GPU an eager torch step returns before the GPU has done it. Two things in prednet-train's loop (the
-one prednet-bench times, `bench.measure._fit_loop`) make fit's thread wait for it before the next step is
+On a GPU an eager torch step returns before the GPU has done it. In prednet-train's loop (the one
+prednet-bench times, `bench.measure._fit_loop`) fit's thread still waits for the GPU before the next step is
 dispatched: Keras converts each step's logs to floats in fit's thread (torch's callbacks are not
 `async_safe`, session.callbacks.StepLosses), and Keras sends each numpy batch to the GPU with a blocking copy
-(torch.as_tensor onto the device), which waits for the work queued before it. Where the GPU sets the pace
-(batch 16), the host could be dispatching the next step while the GPU finishes this one.
+(torch.as_tensor onto the device), which waits for the work queued before it; the counts below show where
+else (on the H100, about 15 waits a step, every one in Keras' torch backend: docs/benchmarks.md). Where the
+GPU sets the pace (batch 16), the host could be dispatching the next step while the GPU finishes this one.
 
 This probe times Lotter's KITTI training step (eager, float32) through that loop in four ways, alternating,
 in one process and on one model (the weights keep training; only the times are compared):
