@@ -1,5 +1,5 @@
-"""A small text file the user names (a study's spec, a confirmatory plan), read whole or refused unread:
-a device, a FIFO, a folder, a file larger than any such file, text that is not UTF-8."""
+"""A small TOML file the user names (a study's spec, a confirmatory plan), its text read whole or the file refused
+unread: a device, a FIFO, a folder, a file larger than any such file, text that is not UTF-8."""
 
 import os
 import stat
