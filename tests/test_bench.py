@@ -136,6 +136,7 @@ def test_tiny_chainer_prednet_trains_one_window_at_batch_1():
         (["--autoencoder", "dense"], "--autoencoder applies only to --model autoencoder"),
         (["--model", "autoencoder", "--no-unroll"], "--unroll/--no-unroll applies only to --model prednet"),
         (["--batch-size", "4,0"], "must be >= 1"),
+        (["--batch-size", "4,x"], "'4,x' is not a comma-separated list of integers (e.g. 4,16)"),
         (["--device", "tpu"], "Unknown device"),
         (["--device", "cpu", "--tf32"], "TF32"),
         (["--precision", "bfloat16"], "'bfloat16' is not one of 'float32', 'mixed_bfloat16'"),

@@ -41,7 +41,7 @@ Examples:
 @click.option("--model", type=ModelKindName(bench=True), default="prednet", show_default=True, help="Lotter's PredNet, the study's Chainer-lineage PredNet (trained one window at batch 1), or the study's MNIST autoencoder.")
 @click.option("--autoencoder", type=click.Choice(["conv", "dense"]), help="autoencoder only: the architecture [default: conv].")
 @click.option("--mode", type=click.Choice(["train", "infer", "both"]), default="both", show_default=True, help="Measure training, inference, or both.")
-@click.option("--batch-size", "batch_sizes", type=IntList(), multiple=True, help="Sequences per step; repeat or give a comma list (4,16) to sweep [default: 4; 1 for prednet-chainer].")
+@click.option("--batch-size", "batch_sizes", type=IntList(example="4,16"), multiple=True, help="Sequences per step; repeat or give a comma list (4,16) to sweep [default: 4; 1 for prednet-chainer].")
 @click.option("--size", type=FrameSize(), help="Frame size HxW, each divisible by 2^(layers-1) [default: 128x160; 120x160 for prednet-chainer].")
 @click.option("--sizes", type=FrameSizeList(), help="Several frame sizes to sweep, e.g. 64x80,128x160 (instead of --size).")
 @click.option("--nt", type=click.IntRange(min=1), help="Frames per sequence; for prednet-chainer frame steps per truncated-BPTT window [default: 10; 20 for prednet-chainer].")

@@ -26,9 +26,12 @@ def fail_on_user_errors(command):
 
 
 class IntList(click.ParamType):
-    """Comma-separated positive integers, e.g. 3,48,96,192."""
+    """Comma-separated positive integers; `example` is the one a malformed value's message gives."""
 
     name = "N,N,..."
+
+    def __init__(self, example="3,48,96,192"):
+        self.example = example
 
     def get_metavar(self, param, ctx=None):
         return self.name
@@ -39,7 +42,7 @@ class IntList(click.ParamType):
         try:
             numbers = tuple(int(v) for v in str(value).split(","))
         except ValueError:
-            self.fail(f"{value!r} is not a comma-separated list of integers (e.g. 3,48,96,192).", param, ctx)
+            self.fail(f"{value!r} is not a comma-separated list of integers (e.g. {self.example}).", param, ctx)
         if any(n < 1 for n in numbers):
             self.fail(f"{value!r}: every entry must be >= 1.", param, ctx)
         return numbers
