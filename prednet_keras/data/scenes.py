@@ -16,6 +16,7 @@ fast pan whose neighbours score about 0.06.
 """
 
 import math
+import numbers
 
 import numpy as np
 from PIL import Image
@@ -106,14 +107,15 @@ class SceneTracker:
     """
 
     def __init__(self, threshold=DEFAULT_THRESHOLD, ratio=DEFAULT_RATIO, window=DEFAULT_WINDOW):
-        # `not (... )` also refuses NaN, which every comparison fails.
-        if not (isinstance(threshold, (int, float)) and 0 <= threshold <= 1):
+        # `not (... )` also refuses NaN, which every comparison fails; NumPy's scalars are numbers, a bool is not.
+        if not (_is_number(threshold) and 0 <= threshold <= 1):
             raise DataError(f"the cut threshold (--cut-threshold) must be a frame difference from 0 to 1, "
                             f"got {threshold!r}")
-        if not (isinstance(ratio, (int, float)) and 1 <= ratio < math.inf):
+        if not (_is_number(ratio) and 1 <= ratio < math.inf):
             raise DataError(f"the cut ratio (--cut-ratio) must be a finite number of at least 1 (times the "
                             f"nearby frames' median difference), got {ratio!r}")
-        self.threshold, self.ratio, self.window = threshold, ratio, window
+        # Plain floats: the settings go into the dataset's provenance (JSON) as they are.
+        self.threshold, self.ratio, self.window = float(threshold), float(ratio), window
         self._scores = {}
         self._previous = {}
 
@@ -133,3 +135,7 @@ class SceneTracker:
     def config(self):
         """The settings, for provenance records."""
         return {"threshold": self.threshold, "ratio": self.ratio, "window": self.window}
+
+
+def _is_number(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))

@@ -1,5 +1,7 @@
 """Resize-then-centre-crop and crop-with-offset, against hand computations."""
 
+import json
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -69,6 +71,18 @@ def test_sizes_parse():
 def test_scene_cuts_found_where_scenes_change():
     frames = panning_scenes([12, 9, 14])
     assert detect_scene_cuts(frames) == [12, 21]
+
+
+def test_scene_cut_settings_take_numpy_numbers_and_refuse_bools():
+    from prednet_keras.data.scenes import SceneTracker
+
+    tracker = SceneTracker(threshold=np.float32(0.1), ratio=np.float32(3.0))
+    for frame in panning_scenes([12, 9, 14]):
+        tracker.add("clip", frame)
+    assert tracker.cuts("clip") == [12, 21]
+    assert json.loads(json.dumps(tracker.config())) == {"threshold": 0.10000000149011612, "ratio": 3.0, "window": 8}
+    with pytest.raises(DataError, match="got True"):
+        SceneTracker(threshold=True)
 
 
 def test_no_cuts_in_one_noisy_panning_shot():
